@@ -1,0 +1,51 @@
+# Targets CI also uses: setup lint typecheck test bench verify.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(VENV)/bin
+IMAGE ?= wpbench-grader:dev
+CONCURRENCY ?= 2
+
+.PHONY: setup docker runtime-image demo test test-unit lint typecheck bench verify schema clean kind-up e2e-kind kind-down controller-image
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+docker:
+	scripts/ensure-docker.sh
+
+runtime-image: docker
+	runtime/build.sh $(IMAGE)
+
+# The main job: a reference-solution check of a stratified subset on local Docker.
+demo: setup runtime-image
+	$(BIN)/wpbench-k8s run --check-reference-solution --limit 12 --execution-concurrency $(CONCURRENCY)
+
+test: setup runtime-image
+	$(BIN)/pytest -q
+
+test-unit: setup
+	$(BIN)/pytest -q tests/unit
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: setup
+	$(BIN)/mypy cli runtime/wpbench_runtime controller
+
+bench: setup runtime-image
+	$(PY) -m wpbench_k8s.bench --image $(IMAGE)
+
+schema: setup
+	$(PY) -m wpbench_runtime.schema
+
+verify: lint typecheck test
+
+clean:
+	rm -rf output build .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,312 @@
+"""Test suites in the WP-Bench layout, and the JSONL export.
+
+A suite folder holds `execution/*.json` and `knowledge/*.json`; each file is a JSON array of
+tests (or an object with a `tests` array). The same tests can travel as one JSONL file, a row
+per test with a `suite` and `type` column (the shape a Hugging Face dataset wants).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from wpbench_k8s.errors import InputError
+from wpbench_runtime.contract import (
+    ASSERTION_TYPES,
+    PLUGIN_MAX_FILES,
+    ArtifactKind,
+    RuntimeChecks,
+    StaticChecks,
+)
+
+Difficulty = Literal["basic", "intermediate", "hard"]
+
+
+class TestMetadata(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    source_refs: list[str] = Field(default_factory=list)
+
+
+class ExploitSolution(BaseModel):
+    """An authored cheat that must fail: code for snippets, files for plugin artifacts."""
+
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    code: str | None = None
+    files: dict[str, str] | None = None
+
+
+class ExecutionTest(BaseModel):
+    """One code-generation task, graded by the runtime."""
+
+    model_config = ConfigDict(extra="allow")
+    __test__ = False  # not a pytest class
+
+    id: str = Field(min_length=1)
+    category: str = Field(min_length=1)
+    difficulty: Difficulty = "intermediate"
+    prompt: str = Field(min_length=1)
+    requirements: list[str] = Field(default_factory=list)
+    expected_behavior: str = ""
+    test_function: str | None = None
+    artifact_kind: ArtifactKind = "php_snippet"
+    reference_solution: str | None = None
+    reference_files: dict[str, str] | None = None
+    static_checks: StaticChecks = Field(default_factory=StaticChecks)
+    runtime_checks: RuntimeChecks = Field(default_factory=RuntimeChecks)
+    exploit_solutions: list[ExploitSolution] = Field(default_factory=list)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    metadata: TestMetadata = Field(default_factory=TestMetadata)
+
+    @property
+    def test_type(self) -> Literal["execution"]:
+        return "execution"
+
+    @model_validator(mode="after")
+    def _reference_matches_kind(self) -> ExecutionTest:
+        if self.artifact_kind == "wp_plugin_files" and self.reference_solution and not self.reference_files:
+            raise ValueError("wp_plugin_files tests take reference_files, not reference_solution")
+        if self.reference_files is not None and len(self.reference_files) > PLUGIN_MAX_FILES:
+            raise ValueError(f"reference_files has more than {PLUGIN_MAX_FILES} files")
+        return self
+
+    def test_function_name(self) -> str | None:
+        """`wpbp_x( int $a ): string` -> `wpbp_x`."""
+        if not self.test_function:
+            return None
+        match = re.match(r"\s*(?:function\s+)?([A-Za-z_\\][A-Za-z0-9_\\]*)", self.test_function)
+        return match.group(1) if match else None
+
+
+class Choice(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    text: str
+
+
+class KnowledgeTest(BaseModel):
+    """A multiple-choice or short-answer question, scored 0/1."""
+
+    model_config = ConfigDict(extra="allow")
+    __test__ = False
+
+    id: str = Field(min_length=1)
+    category: str = Field(min_length=1)
+    difficulty: Difficulty = "intermediate"
+    type: Literal["multiple_choice", "short_answer"]
+    prompt: str = Field(min_length=1)
+    choices: list[Choice] = Field(default_factory=list)
+    correct_answer: str = Field(min_length=1)
+    match: Literal["exact", "regex", "contains"] = "exact"
+    accepted_answers: list[str] = Field(default_factory=list)
+    explanation: str = ""
+    metadata: TestMetadata = Field(default_factory=TestMetadata)
+
+    @property
+    def test_type(self) -> Literal["knowledge"]:
+        return "knowledge"
+
+    @model_validator(mode="after")
+    def _choices_hold_answer(self) -> KnowledgeTest:
+        if self.type == "multiple_choice":
+            keys = [c.key for c in self.choices]
+            if len(keys) < 2:
+                raise ValueError("multiple_choice needs at least two choices")
+            if len(set(keys)) != len(keys):
+                raise ValueError("choice keys must be unique")
+            if self.correct_answer not in keys:
+                raise ValueError(f"correct_answer {self.correct_answer!r} is not a choice key")
+        if self.match == "regex":
+            for pattern in [self.correct_answer, *self.accepted_answers]:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"regex {pattern!r} does not compile: {exc}") from exc
+        return self
+
+
+AnyTest = ExecutionTest | KnowledgeTest
+
+
+class Suite(BaseModel):
+    """A loaded suite: its name, tests in file order, and a digest of the source files."""
+
+    name: str
+    execution: list[ExecutionTest]
+    knowledge: list[KnowledgeTest]
+    digest: str
+    source: str
+
+    def all_tests(self) -> list[AnyTest]:
+        return [*self.execution, *self.knowledge]
+
+    def by_id(self) -> dict[str, AnyTest]:
+        return {t.id: t for t in self.all_tests()}
+
+
+def _where(path: Path, test_id: str | None, loc: Iterable[Any] = ()) -> str:
+    field = ".".join(str(p) for p in loc)
+    parts = [str(path)]
+    if test_id:
+        parts.append(f"test {test_id}")
+    if field:
+        parts.append(f"field {field}")
+    return ", ".join(parts)
+
+
+def _parse_test(kind: str, raw: Any, path: Path, index: int) -> AnyTest:
+    test_id = raw.get("id") if isinstance(raw, dict) else None
+    label = test_id if isinstance(test_id, str) else f"#{index}"
+    if not isinstance(raw, dict):
+        raise InputError(f"{path}: entry {label} is not a JSON object")
+    model: type[ExecutionTest] | type[KnowledgeTest] = ExecutionTest if kind == "execution" else KnowledgeTest
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InputError(f"{_where(path, label, err['loc'])}: {err['msg']}") from exc
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+
+
+def _tests_in(doc: Any, path: Path) -> list[Any]:
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict) and isinstance(doc.get("tests"), list):
+        return list(doc["tests"])
+    raise InputError(f"{path}: expected a JSON array of tests or an object with a 'tests' array")
+
+
+def check_assertion_types(test: ExecutionTest, where: str) -> None:
+    for i, assertion in enumerate(test.runtime_checks.assertions):
+        if assertion.type not in ASSERTION_TYPES:
+            raise InputError(
+                f"{where}, test {test.id}, field runtime_checks.assertions.{i}.type: "
+                f"unknown assertion type {assertion.type!r} (known: {', '.join(ASSERTION_TYPES)})"
+            )
+
+
+def load_suite_dir(folder: Path, name: str | None = None) -> Suite:
+    """Load a suite folder in WP-Bench layout; raise InputError naming file, test and field."""
+    if not folder.is_dir():
+        raise InputError(f"{folder}: dataset folder does not exist")
+    exec_files = sorted((folder / "execution").glob("*.json"))
+    know_files = sorted((folder / "knowledge").glob("*.json"))
+    if not exec_files and not know_files:
+        raise InputError(f"{folder}: no execution/*.json or knowledge/*.json files (WP-Bench suite layout)")
+    digest = hashlib.sha256()
+    execution: list[ExecutionTest] = []
+    knowledge: list[KnowledgeTest] = []
+    seen: dict[str, Path] = {}
+    for kind, files in (("execution", exec_files), ("knowledge", know_files)):
+        for path in files:
+            data = path.read_bytes()
+            digest.update(f"{kind}/{path.name}\0".encode() + data + b"\0")
+            for i, raw in enumerate(_tests_in(_read_json(path), path)):
+                test = _parse_test(kind, raw, path, i)
+                if test.id in seen:
+                    raise InputError(f"{path}: duplicate test id {test.id} (also in {seen[test.id]})")
+                seen[test.id] = path
+                if isinstance(test, ExecutionTest):
+                    check_assertion_types(test, str(path))
+                    execution.append(test)
+                else:
+                    knowledge.append(test)
+    return Suite(
+        name=name or folder.name,
+        execution=execution,
+        knowledge=knowledge,
+        digest="sha256:" + digest.hexdigest(),
+        source=str(folder),
+    )
+
+
+def load_suite_jsonl(path: Path, suite: str | None = None) -> Suite:
+    """Load a JSONL export (a row per test with `suite` and `type` columns)."""
+    if not path.is_file():
+        raise InputError(f"{path}: dataset file does not exist")
+    data = path.read_bytes()
+    execution: list[ExecutionTest] = []
+    knowledge: list[KnowledgeTest] = []
+    seen: set[str] = set()
+    names: set[str] = set()
+    for lineno, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: line {lineno}: malformed JSON: {exc.msg}") from exc
+        row_suite = row.pop("suite", None)
+        if suite and row_suite and row_suite != suite:
+            continue
+        if row_suite:
+            names.add(row_suite)
+        kind = row.pop("test_kind", None) or (
+            "knowledge" if row.get("type") in ("multiple_choice", "short_answer") else "execution"
+        )
+        test = _parse_test(kind, _undo_export_encoding(row), path, lineno)
+        if test.id in seen:
+            raise InputError(f"{path}: line {lineno}: duplicate test id {test.id}")
+        seen.add(test.id)
+        if isinstance(test, ExecutionTest):
+            check_assertion_types(test, f"{path}: line {lineno}")
+            execution.append(test)
+        else:
+            knowledge.append(test)
+    if not execution and not knowledge:
+        raise InputError(f"{path}: no tests" + (f" for suite {suite}" if suite else ""))
+    return Suite(
+        name=suite or (names.pop() if len(names) == 1 else path.stem),
+        execution=execution,
+        knowledge=knowledge,
+        digest="sha256:" + hashlib.sha256(data).hexdigest(),
+        source=str(path),
+    )
+
+
+# Nested objects are exported as JSON strings so every row has the same flat column types.
+_JSON_COLUMNS = ("static_checks", "runtime_checks", "reference_files", "metadata", "exploit_solutions", "choices")
+
+
+def _undo_export_encoding(row: dict[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    for key in _JSON_COLUMNS:
+        if isinstance(out.get(key), str):
+            out[key] = json.loads(out[key])
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def export_rows(suite: Suite) -> list[dict[str, Any]]:
+    """One flat row per test: scalar columns plus nested objects as JSON strings."""
+    rows = []
+    for test in suite.all_tests():
+        row: dict[str, Any] = {"suite": suite.name, "test_kind": test.test_type}
+        for key, value in test.model_dump(mode="json", exclude_none=True).items():
+            row[key] = json.dumps(value, sort_keys=True) if key in _JSON_COLUMNS else value
+        rows.append(row)
+    return rows
+
+
+def load_suite(path: Path, suite: str | None = None) -> Suite:
+    """Load from a suite folder, a folder of suites plus a suite name, or a JSONL export."""
+    if path.is_file():
+        return load_suite_jsonl(path, suite)
+    if suite and (path / suite).is_dir() and not (path / "execution").is_dir():
+        return load_suite_dir(path / suite, suite)
+    if (path / "suites").is_dir() and suite and (path / "suites" / suite).is_dir():
+        return load_suite_dir(path / "suites" / suite, suite)
+    return load_suite_dir(path)

@@ -1,0 +1,21 @@
+"""The small set of errors the CLI turns into exit codes."""
+
+from __future__ import annotations
+
+
+class WPBenchError(Exception):
+    """Base for errors the CLI reports without a traceback."""
+
+    exit_code = 1
+
+
+class InputError(WPBenchError):
+    """Bad input (config, dataset, completions, flags): the message names the file and field."""
+
+    exit_code = 2
+
+
+class ExecutorError(WPBenchError):
+    """The execution backend could not run at all (no Docker engine, image missing, ...)."""
+
+    exit_code = 3

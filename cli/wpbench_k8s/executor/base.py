@@ -1,0 +1,101 @@
+"""The executor interface: grade one task in a fresh, locked-down grader.
+
+A backend runs `wpbench-grade` from the grader image once per task and returns the verdict.
+The rest of the harness sees only this interface; it never knows which backend runs.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wpbench_runtime.contract import GradeTask, Verdict
+
+
+class GraderLimits(BaseModel):
+    """Per-container limits; the same numbers become Pod requests/limits on Kubernetes."""
+
+    model_config = ConfigDict(extra="forbid")
+    cpus: float = Field(default=1.0, gt=0)
+    memory_mb: int = Field(default=512, ge=64)
+    pids: int = Field(default=64, ge=8)
+    wordpress_tmpfs_mb: int = Field(default=256, ge=16)
+    tmp_tmpfs_mb: int = Field(default=64, ge=1)
+
+
+class GraderSpec(BaseModel):
+    """What a backend needs to start graders: image, limits, timeouts."""
+
+    model_config = ConfigDict(extra="forbid")
+    image: str = "wpbench-grader:dev"
+    image_id: str = ""  # resolved content id (sha256:...) recorded in results
+    timeout_seconds: float = Field(default=90.0, gt=0)
+    # Extra wall time the backend allows beyond timeout_seconds for container start and
+    # teardown before it gives up on the container itself.
+    grace_seconds: float = Field(default=30.0, ge=0)
+    limits: GraderLimits = Field(default_factory=GraderLimits)
+
+
+class Executor(abc.ABC):
+    """Runs grader containers for one run.
+
+    Backends register with `@register_executor("name")`. One instance serves one run; `grade`
+    is called from several threads at once (bounded by the run's execution concurrency).
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, spec: GraderSpec, run_id: str) -> None:
+        self.spec = spec
+        self.run_id = run_id
+
+    @abc.abstractmethod
+    def preflight(self) -> GraderSpec:
+        """Check the backend can run (engine reachable, image present).
+
+        Returns:
+            The spec with `image_id` resolved.
+        Raises:
+            ExecutorError: with a message saying what is missing and how to get it.
+        """
+
+    @abc.abstractmethod
+    def grade(self, task: GradeTask) -> Verdict:
+        """Grade one task in a fresh grader and return its verdict.
+
+        Never raises for anything the candidate does: crashes, timeouts and unreadable output
+        become verdicts (status error / timeout / harness_error) decided here, when they happen.
+        """
+
+    @abc.abstractmethod
+    def cleanup(self) -> int:
+        """Remove everything this run started (idempotent). Returns how many objects went."""
+
+
+ExecutorFactory = Callable[[GraderSpec, str], Executor]
+_REGISTRY: dict[str, type[Executor]] = {}
+
+
+def register_executor(name: str) -> Callable[[type[Executor]], type[Executor]]:
+    def wrap(cls: type[Executor]) -> type[Executor]:
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return wrap
+
+
+def executor_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def get_executor(name: str, spec: GraderSpec, run_id: str) -> Executor:
+    """Instantiate a registered backend; an unknown name lists the known ones."""
+    from wpbench_k8s.errors import InputError
+
+    if name not in _REGISTRY:
+        raise InputError(f"unknown executor {name!r}; known executors: {', '.join(executor_names())}")
+    return _REGISTRY[name](spec, run_id)

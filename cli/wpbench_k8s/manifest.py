@@ -1,0 +1,97 @@
+"""The run manifest: one content-addressed document holding everything a run needs.
+
+`wpbench-k8s run` builds it and hands it to an executor; `wpbench-k8s submit` builds the very
+same document and hands it to the controller in the cluster. Its digest is the sha256 of its
+canonical JSON, so two runs with the same digest graded the same inputs with the same grader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wpbench_k8s.executor.base import GraderSpec
+from wpbench_runtime.contract import SCORING_VERSION, GradeTask
+
+RunMode = Literal["reference", "exploits", "completions", "models"]
+
+
+class Candidate(BaseModel):
+    """What gets graded: a PHP snippet or a plugin files map, with where it came from."""
+
+    model_config = ConfigDict(extra="forbid")
+    code: str | None = None
+    files: dict[str, str] | None = None
+    raw: str = ""  # the unprocessed completion, when a model produced it
+    extraction_error: str | None = None  # set when nothing gradable could be extracted
+    label: str = ""  # e.g. "reference", "exploit:return-true", a completions line
+
+
+class ModelSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    temperature: float | None = None
+    max_tokens: int | None = None
+    timeout_seconds: float = 120.0
+
+
+class SkillSpec(BaseModel):
+    """A skill injected as a system message (skills A/B)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    source: str
+    content: str
+    sha256: str
+
+
+class ManifestItem(BaseModel):
+    """One candidate to grade: a test x model x variant. `item_id` is stable and DNS-safe-ish."""
+
+    model_config = ConfigDict(extra="forbid")
+    item_id: str
+    test_id: str
+    test_type: Literal["execution", "knowledge"] = "execution"
+    model: str
+    variant: str = "baseline"  # baseline | with-skills
+    prompt: str = ""  # the user prompt sent (or to be sent) to the model
+    prompt_hash: str = ""
+    candidate: Candidate | None = None  # None until generation fills it (model runs)
+    task: GradeTask | None = None  # execution tests only; its code/files come from candidate
+
+
+class RunManifest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    manifest_version: Literal["1"] = "1"
+    run_id: str
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    suite: str
+    dataset_source: str
+    dataset_digest: str
+    mode: RunMode
+    seed: int
+    scoring_version: str = SCORING_VERSION
+    selected_test_ids: list[str]
+    grader: GraderSpec
+    execution_concurrency: int = Field(default=1, ge=1)
+    continue_on_error: bool = False
+    models: list[ModelSpec] = Field(default_factory=list)
+    skills: list[SkillSpec] = Field(default_factory=list)
+    # Tests as loaded (execution + knowledge), keyed by id: the controller needs them to build
+    # records identical to a local run's without the dataset folder.
+    tests: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    items: list[ManifestItem]
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+
+def prompt_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,73 @@
+"""Result records: one JSONL line per graded candidate, the same shape locally and in-cluster."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from wpbench_runtime.contract import Verdict, VerdictStatus
+
+RECORD_VERSION: Literal["1"] = "1"
+
+
+class RecordOutput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    raw: str = ""
+    code: str | None = None
+    files: dict[str, str] | None = None
+    extraction_error: str | None = None
+
+
+class RecordScores(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    correctness: float = 0.0  # the headline number: runtime score for execution, 0/1 for knowledge
+    execution_pass: bool = False
+    runtime: float = 0.0
+    static: float = 0.0
+    static_policy_pass: bool = False
+    quality: float | None = None  # AI judge, reported separately; never part of execution_pass
+
+
+class RecordGrader(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    status: VerdictStatus | Literal["infra_error", "not_graded"]
+    reason: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    timeout: bool = False
+    duration_ms: int = 0
+    infra_retries: int = 0
+    verdict: Verdict | None = None
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: int = 0
+    calls: int = 0
+    retries: int = 0
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    record_version: Literal["1"] = RECORD_VERSION
+    run_id: str
+    item_id: str
+    test_id: str
+    suite: str
+    type: Literal["execution", "knowledge"]
+    category: str
+    difficulty: str = ""
+    mode: str
+    variant: str = "baseline"
+    prompt_hash: str = ""
+    model: str
+    output: RecordOutput = Field(default_factory=RecordOutput)
+    scores: RecordScores = Field(default_factory=RecordScores)
+    grader: RecordGrader
+    usage: Usage = Field(default_factory=Usage)
+    judge: dict[str, Any] | None = None
+    error: str | None = None  # set for errored records; they are excluded from aggregates
