@@ -19,3 +19,13 @@ class ExecutorError(WPBenchError):
     """The execution backend could not run at all (no Docker engine, image missing, ...)."""
 
     exit_code = 3
+
+
+class InfraError(WPBenchError):
+    """The infrastructure failed for one task (container could not start, pod evicted, ...).
+
+    Retried a bounded number of times; if it persists the record says infra_error, never a
+    model failure.
+    """
+
+    exit_code = 3

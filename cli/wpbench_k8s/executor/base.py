@@ -7,6 +7,7 @@ The rest of the harness sees only this interface; it never knows which backend r
 from __future__ import annotations
 
 import abc
+import importlib
 from collections.abc import Callable
 from typing import ClassVar
 
@@ -77,6 +78,8 @@ class Executor(abc.ABC):
 
 ExecutorFactory = Callable[[GraderSpec, str], Executor]
 _REGISTRY: dict[str, type[Executor]] = {}
+# Built-in backends are imported on first use, so `--help` never pays for the kubernetes client.
+BUILTIN_BACKENDS = ("docker", "kubernetes")
 
 
 def register_executor(name: str) -> Callable[[type[Executor]], type[Executor]]:
@@ -89,13 +92,15 @@ def register_executor(name: str) -> Callable[[type[Executor]], type[Executor]]:
 
 
 def executor_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return sorted(set(_REGISTRY) | set(BUILTIN_BACKENDS))
 
 
 def get_executor(name: str, spec: GraderSpec, run_id: str) -> Executor:
     """Instantiate a registered backend; an unknown name lists the known ones."""
     from wpbench_k8s.errors import InputError
 
+    if name not in _REGISTRY and name in BUILTIN_BACKENDS:
+        importlib.import_module(f"wpbench_k8s.executor.{name}")
     if name not in _REGISTRY:
         raise InputError(f"unknown executor {name!r}; known executors: {', '.join(executor_names())}")
     return _REGISTRY[name](spec, run_id)

@@ -1,0 +1,195 @@
+"""`wpbench-k8s run`: a whole benchmark run on this machine, one fresh grader container per test."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import click
+from rich.console import Console
+
+from wpbench_k8s.config import Config, load_config
+from wpbench_k8s.errors import InputError
+from wpbench_k8s.manifest import RunManifest, RunMode, SkillSpec
+
+F = Callable[..., Any]
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
+
+
+def run_options(func: F) -> F:
+    """Selection and mode flags shared by `run` and `submit` (same names, same meaning)."""
+    options = [
+        click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="wp-bench.yaml (upstream keys accepted unchanged)."),
+        click.option("--dataset-path", type=click.Path(path_type=Path),
+                     help="Suite folder in WP-Bench layout (execution/*.json, knowledge/*.json) or a JSONL export."),
+        click.option("--suite", help="Suite name (default wpk-core-v1)."),
+        click.option("--model-name", multiple=True, help="Model in LiteLLM form; repeat for several."),
+        click.option("--limit", type=click.IntRange(min=1), help="Seeded stratified subset of this size."),
+        click.option("--seed", type=int, help="Selection seed (same seed = same subset)."),
+        click.option("--test-id", multiple=True, help="Explicit test id(s); repeatable and comma-separated."),
+        click.option("--category", multiple=True, help="Category filter; repeatable and comma-separated."),
+        click.option("--test-type", type=click.Choice(["all", "execution", "knowledge"]), help="Test type filter."),
+        click.option("--check-reference-solution", is_flag=True, help="Grade each test's reference solution."),
+        click.option("--check-exploits", is_flag=True, help="Adversarial audit: trivial cheats must all fail."),
+        click.option("--completions", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                     help="Grade completions produced elsewhere (JSONL: test_id, model, code|files|completion)."),
+        click.option("--execution-concurrency", type=click.IntRange(min=1, max=256), help="Simultaneous graders."),
+        click.option("--continue-on-error", is_flag=True, default=None,
+                     help="Record per-test errors and keep going (errored tests are excluded from aggregates)."),
+        click.option("--skill", "skills", multiple=True, type=click.Path(exists=True, path_type=Path),
+                     help="Skills A/B: a directory with SKILL.md or a .md file; repeatable."),
+        click.option("--no-skills-include-references", is_flag=True, help="Do not inline skill references/*.md."),
+        click.option("--skills-only", is_flag=True, help="Skip the baseline pass of a skills run."),
+        click.option("--runs", type=click.IntRange(min=1, max=20), help="Repeat model runs N times (mean and std)."),
+        click.option("--judge-model", help="AI judge model for code quality (reported separately)."),
+        click.option("--skip-judge", is_flag=True, help="Skip the AI judge."),
+        click.option("--timeout", "timeout_seconds", type=float, help="Grader timeout per test, seconds."),
+        click.option("--image", help="Grader image (default wpbench-grader:dev)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def config_from_flags(params: dict[str, Any]) -> tuple[Config, RunMode]:
+    """Merge flags over the YAML file; decide the run mode."""
+    overrides: dict[str, Any] = {}
+    simple = {
+        "suite": "run.suite",
+        "limit": "run.limit",
+        "seed": "run.seed",
+        "test_type": "run.test_type",
+        "execution_concurrency": "run.execution_concurrency",
+        "continue_on_error": "run.continue_on_error",
+        "runs": "run.runs",
+        "timeout_seconds": "grader.timeout_seconds",
+        "image": "grader.image",
+        "judge_model": "judge.model",
+    }
+    for flag, key in simple.items():
+        if params.get(flag) is not None:
+            overrides[key] = params[flag]
+    if params.get("dataset_path"):
+        overrides["dataset.path"] = str(params["dataset_path"])
+    if params.get("test_id"):
+        overrides["run.test_ids"] = _split(params["test_id"])
+    if params.get("category"):
+        overrides["run.categories"] = _split(params["category"])
+    if params.get("model_name"):
+        overrides["models"] = [{"name": n} for n in _split(params["model_name"])]
+    if params.get("skills"):
+        overrides["skills.paths"] = [str(p) for p in params["skills"]]
+    if params.get("no_skills_include_references"):
+        overrides["skills.include_references"] = False
+    if params.get("skills_only"):
+        overrides["skills.only"] = True
+    if params.get("judge_model"):
+        overrides["judge.skip"] = False
+    if params.get("skip_judge"):
+        overrides["judge.skip"] = True
+    config = load_config(params.get("config_path"), overrides)
+    chosen = [
+        m
+        for m, on in (
+            ("reference", params.get("check_reference_solution")),
+            ("exploits", params.get("check_exploits")),
+            ("completions", params.get("completions") is not None),
+        )
+        if on
+    ]
+    if len(chosen) > 1:
+        raise InputError(
+            f"flags: choose one of --check-reference-solution, --check-exploits, --completions (got {chosen})"
+        )
+    mode: RunMode = chosen[0] if chosen else "models"  # type: ignore[assignment]
+    if mode in ("reference", "exploits") and params.get("continue_on_error") is None:
+        # A check wants every test's answer, not the first failure.
+        config.run.continue_on_error = True
+    return config, mode
+
+
+def load_skills(config: Config) -> list[SkillSpec]:
+    if not config.skills.paths:
+        return []
+    from wpbench_k8s.models.skills import load_skill
+
+    return [load_skill(Path(p), include_references=config.skills.include_references) for p in config.skills.paths]
+
+
+def plan_from_flags(params: dict[str, Any]) -> tuple[Config, RunManifest]:
+    from wpbench_k8s.pipeline import plan_run
+
+    config, mode = config_from_flags(params)
+    manifest = plan_run(config, mode, completions=params.get("completions"), skills=load_skills(config))
+    return config, manifest
+
+
+def print_selection(console: Console, manifest: RunManifest) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"{len(manifest.selected_test_ids)} tests selected (seed {manifest.seed}, dry run)")
+    for col in ("test id", "type", "category", "difficulty"):
+        table.add_column(col)
+    for test_id in manifest.selected_test_ids:
+        t = manifest.tests[test_id]
+        kind = "knowledge" if t.get("type") in ("multiple_choice", "short_answer") else "execution"
+        table.add_row(test_id, kind, str(t.get("category", "")), str(t.get("difficulty", "")))
+    console.print(table)
+    console.print(f"{len(manifest.items)} candidates to grade; manifest {manifest.digest()}")
+
+
+@click.command("run")
+@run_options
+@click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Summary JSON path; records go beside it (default output/results.json).")  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="List exactly the selected tests; call nothing.")
+@click.option("--executor", "executor_name", default=None, help="Execution backend (docker, kubernetes).")
+def run_command(**params: Any) -> None:
+    """Run the benchmark on this machine: one fresh locked-down grader container per test.
+
+    \b
+    Examples:
+      wpbench-k8s run --check-reference-solution --limit 12 --execution-concurrency 2
+      wpbench-k8s run --check-exploits --test-id wpk-hooks-001
+      wpbench-k8s run --completions completions.jsonl
+      wpbench-k8s run --model-name gpt-4o --model-name gemini/gemini-2.5-flash --limit 20
+    """
+    from wpbench_k8s.runner import LocalRun
+
+    console = Console(stderr=True)
+    config, manifest = plan_from_flags(params)
+    if params.get("output_path"):
+        out = params["output_path"]
+        config.output.path = str(out)
+        config.output.jsonl_path = str(out.with_suffix(".jsonl"))
+    if params.get("dry_run") or config.run.dry_run:
+        print_selection(Console(), manifest)
+        return
+    run = LocalRun(config, manifest, console=console, executor_name=params.get("executor_name"))
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    sys.exit(run.execute())
+
+
+@click.command("cleanup")
+@click.option("--run-id", help="Only this run's containers (default: every wpbench-k8s grader container).")
+def cleanup_command(run_id: str | None) -> None:
+    """Remove grader containers a killed run left behind (idempotent: nothing to remove is fine)."""
+    from wpbench_k8s.executor.docker import remove_run_containers
+
+    removed = remove_run_containers(run_id)
+    click.echo(f"removed {removed} container(s)")
+
+
+commands = [run_command, cleanup_command]

@@ -1,0 +1,303 @@
+"""A grading run as ordered steps: load suite -> select -> plan manifest -> execute -> records.
+
+`plan_run` builds the RunManifest (the same document `submit` sends to the cluster);
+`ItemGrader` turns one manifest item into one record with any executor backend;
+`execute_manifest` runs items concurrently and streams records to a sink.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from wpbench_k8s.candidates import exploit_battery, load_completions, reference_candidate
+from wpbench_k8s.config import Config, default_datasets_dir
+from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite, load_suite
+from wpbench_k8s.errors import InfraError, InputError
+from wpbench_k8s.executor.base import Executor, GraderSpec
+from wpbench_k8s.manifest import (
+    Candidate,
+    ManifestItem,
+    ModelSpec,
+    RunManifest,
+    RunMode,
+    SkillSpec,
+    prompt_hash,
+)
+from wpbench_k8s.records import Record, Usage
+from wpbench_k8s.scoring import build_record
+from wpbench_k8s.selection import select_tests
+from wpbench_runtime.contract import GradeTask, Scores, Verdict
+
+INFRA_ATTEMPTS = 3
+REFERENCE_MODEL = "reference-solution"
+EXPLOIT_MODEL = "exploit-battery"
+
+
+def load_run_suite(config: Config) -> Suite:
+    """The suite a config names: dataset.path (folder or JSONL) or the bundled suites folder."""
+    if config.dataset.source == "huggingface" and not config.dataset.path:
+        raise InputError(
+            "dataset.source: huggingface needs a Hub download, which this machine cannot reach; "
+            "export the dataset to JSONL (wpbench-k8s dataset export) and set dataset.path"
+        )
+    base = Path(config.dataset.path) if config.dataset.path else default_datasets_dir()
+    return load_suite(base, config.suite_name if not config.dataset.path or base.is_file() else None)
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(6)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "x"
+
+
+def task_for(test: ExecutionTest, candidate: Candidate | None, grader: GraderSpec) -> GradeTask:
+    """The grader task for one candidate of one execution test."""
+    return GradeTask(
+        test_id=test.id,
+        artifact_kind=test.artifact_kind,
+        code=candidate.code if candidate else None,
+        files=candidate.files if candidate else None,
+        static_checks=test.static_checks,
+        runtime_checks=test.runtime_checks,
+        test_function=test.test_function,
+        timeout_seconds=min(test.timeout_seconds or grader.timeout_seconds, grader.timeout_seconds),
+    )
+
+
+def _model_prompt(test: AnyTest) -> str:
+    from wpbench_k8s.models import prompts  # no litellm import on this path
+
+    text: str = prompts.build_prompt(test)
+    return text
+
+
+def plan_run(
+    config: Config,
+    mode: RunMode,
+    *,
+    completions: Path | None = None,
+    skills: list[SkillSpec] | None = None,
+    run_id: str | None = None,
+    grader: GraderSpec | None = None,
+) -> RunManifest:
+    """Select tests and lay out every candidate to grade. Calls no model and no grader."""
+    suite = load_run_suite(config)
+    execution_only = mode in ("reference", "exploits")
+    selected = select_tests(suite, config.run, execution_only=execution_only)
+    if not selected:
+        raise InputError("selection: no tests selected (check --test-type, --category, --test-id)")
+    grader = grader or GraderSpec(
+        image=config.grader.image, timeout_seconds=config.grader.timeout_seconds, limits=config.grader.limits
+    )
+    items: list[ManifestItem] = []
+    models: list[ModelSpec] = []
+    skills = skills or []
+    if mode == "reference":
+        for test in selected:
+            assert isinstance(test, ExecutionTest)
+            cand = reference_candidate(test)
+            items.append(
+                ManifestItem(item_id=test.id, test_id=test.id, model=REFERENCE_MODEL, candidate=cand,
+                             task=task_for(test, cand, grader))
+            )  # fmt: skip
+    elif mode == "exploits":
+        for test in selected:
+            assert isinstance(test, ExecutionTest)
+            for cand in exploit_battery(test):
+                items.append(
+                    ManifestItem(item_id=f"{test.id}--{_slug(cand.label.removeprefix('exploit:'))}",
+                                 test_id=test.id, model=EXPLOIT_MODEL, variant=cand.label, candidate=cand,
+                                 task=task_for(test, cand, grader))
+                )  # fmt: skip
+    elif mode == "completions":
+        if completions is None:
+            raise InputError("--completions: a completions file is required for this mode")
+        lines = load_completions(completions, set(suite.by_id()))
+        chosen = {t.id: t for t in selected}
+        for line in lines:
+            if line.test_id not in chosen:
+                continue
+            test = chosen[line.test_id]
+            cand = _completion_candidate(test, line.code, line.files, line.completion)
+            items.append(
+                ManifestItem(item_id=f"{test.id}--{_slug(line.model)}--{_slug(line.variant)}", test_id=test.id,
+                             test_type=test.test_type, model=line.model, variant=line.variant, candidate=cand,
+                             task=task_for(test, cand, grader) if isinstance(test, ExecutionTest) else None)
+            )  # fmt: skip
+        if not items:
+            raise InputError(f"{completions}: no completions for the selected tests")
+    else:
+        if not config.models:
+            raise InputError("models: no model given (set models: in the config or pass --model-name)")
+        models = [ModelSpec(**m.model_dump()) for m in config.models]
+        variants = (["with-skills"] if config.skills.only else ["baseline", "with-skills"]) if skills else ["baseline"]
+        for model in models:
+            for variant in variants:
+                for run_no in range(1, config.run.runs + 1):
+                    for test in selected:
+                        prompt = _model_prompt(test)
+                        suffix = f"--r{run_no}" if config.run.runs > 1 else ""
+                        items.append(
+                            ManifestItem(item_id=f"{test.id}--{_slug(model.name)}--{variant}{suffix}",
+                                         test_id=test.id, test_type=test.test_type, model=model.name,
+                                         variant=variant, prompt=prompt, prompt_hash=prompt_hash(prompt),
+                                         task=task_for(test, None, grader) if isinstance(test, ExecutionTest)
+                                         else None)
+                        )  # fmt: skip
+    selected_ids = [t.id for t in selected if any(i.test_id == t.id for i in items)]
+    return RunManifest(
+        run_id=run_id or new_run_id(),
+        suite=suite.name,
+        dataset_source=suite.source,
+        dataset_digest=suite.digest,
+        mode=mode,
+        seed=config.run.seed,
+        selected_test_ids=selected_ids,
+        grader=grader,
+        execution_concurrency=config.run.execution_concurrency,
+        continue_on_error=config.run.continue_on_error,
+        models=models,
+        skills=skills,
+        tests={t.id: t.model_dump(mode="json", exclude_none=True) for t in selected if t.id in selected_ids},
+        items=items,
+    )
+
+
+def _completion_candidate(
+    test: AnyTest, code: str | None, files: dict[str, str] | None, completion: str | None
+) -> Candidate:
+    if code is not None or files is not None:
+        return Candidate(code=code, files=files, raw=completion or "", label="completion")
+    assert completion is not None
+    if isinstance(test, KnowledgeTest):
+        return Candidate(raw=completion, label="completion")
+    from wpbench_k8s.models import extract
+
+    candidate: Candidate = extract.extract_candidate(completion, test.artifact_kind)
+    return candidate
+
+
+def test_of(manifest: RunManifest, test_id: str) -> AnyTest:
+    raw = manifest.tests[test_id]
+    if raw.get("type") in ("multiple_choice", "short_answer"):
+        return KnowledgeTest.model_validate(raw)
+    return ExecutionTest.model_validate(raw)
+
+
+def _unextractable(task: GradeTask, reason: str) -> Verdict:
+    return Verdict(
+        test_id=task.test_id,
+        status="failed",
+        reason=f"nothing gradable in the completion: {reason}",
+        scores=Scores(execution_pass=False, runtime=0.0, static=0.0, static_policy_pass=True),
+    )
+
+
+@dataclass
+class ItemGrader:
+    """Turns one manifest item into one record: generate (models), grade (execution), score."""
+
+    manifest: RunManifest
+    executor: Executor
+    generate: Callable[[ModelSpec, AnyTest, list[SkillSpec], str], Any] | None = None
+    attempts: int = INFRA_ATTEMPTS
+
+    def grade_with_retries(self, task: GradeTask) -> tuple[Verdict | None, int, str | None]:
+        """Run the task; infrastructure failures are retried, then reported as infra, never scored."""
+        tries = 0
+        try:
+            for attempt in Retrying(
+                stop=stop_after_attempt(self.attempts),
+                retry=retry_if_exception_type(InfraError),
+                wait=wait_exponential(multiplier=0.5, max=4),
+                reraise=False,
+            ):
+                with attempt:
+                    tries = attempt.retry_state.attempt_number
+                    return self.executor.grade(task), tries - 1, None
+        except RetryError as exc:
+            return None, tries - 1, str(exc.last_attempt.exception())
+        raise AssertionError("unreachable")
+
+    def __call__(self, item: ManifestItem) -> Record:
+        manifest = self.manifest
+        usage: Usage | None = None
+        answer: str | None = None
+        if item.candidate is None:
+            if self.generate is None:
+                raise InputError(f"item {item.item_id}: no candidate and no generator")
+            model = next(m for m in manifest.models if m.name == item.model)
+            skills = manifest.skills if item.variant == "with-skills" else []
+            result = self.generate(model, test_of(manifest, item.test_id), skills, item.prompt)
+            usage = result.usage
+            item = item.model_copy(update={"candidate": result.candidate})
+            if result.error:
+                return build_record(manifest, item, None, usage=usage, error=result.error)
+            answer = getattr(result, "answer", None)
+        assert item.candidate is not None
+        if item.test_type == "knowledge":
+            from wpbench_k8s.models.knowledge import score_answer
+
+            test = test_of(manifest, item.test_id)
+            assert isinstance(test, KnowledgeTest)
+            text = answer if answer is not None else item.candidate.raw
+            return build_record(
+                manifest, item, None, usage=usage, knowledge_score=score_answer(test, text), answer=text
+            )
+        assert item.task is not None
+        task = item.task.model_copy(update={"code": item.candidate.code, "files": item.candidate.files})
+        if item.candidate.extraction_error:
+            return build_record(manifest, item, _unextractable(task, item.candidate.extraction_error), usage=usage)
+        verdict, retries, infra = self.grade_with_retries(task)
+        if verdict is None:
+            return build_record(manifest, item, None, usage=usage, infra_retries=retries,
+                                error=f"infra_error after {retries + 1} attempts: {infra}")  # fmt: skip
+        return build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
+
+
+@dataclass
+class RunOutcome:
+    records: list[Record] = field(default_factory=list)
+    aborted: str | None = None  # why the run stopped early (continue_on_error off and an item errored)
+
+
+def execute_manifest(
+    manifest: RunManifest,
+    grade_item: Callable[[ManifestItem], Record],
+    on_record: Callable[[Record], None],
+    *,
+    concurrency: int | None = None,
+) -> RunOutcome:
+    """Grade every item with bounded concurrency; each record goes to `on_record` as it finishes.
+
+    With continue_on_error off, the first errored record stops new work (running items finish).
+    KeyboardInterrupt propagates after pending work is cancelled; the caller cleans up backends.
+    """
+    outcome = RunOutcome()
+    workers = concurrency or manifest.execution_concurrency
+    pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grader")
+    try:
+        pending = {pool.submit(grade_item, item) for item in manifest.items}
+        for fut in futures.as_completed(pending):
+            if fut.cancelled():
+                continue
+            record = fut.result()
+            on_record(record)
+            outcome.records.append(record)
+            if record.error and not manifest.continue_on_error and outcome.aborted is None:
+                outcome.aborted = f"{record.item_id}: {record.error}"
+                for other in pending:
+                    other.cancel()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return outcome

@@ -1,0 +1,170 @@
+"""A local run end to end: preflight the backend, execute the manifest, stream and finalize outputs."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from wpbench_k8s.config import Config
+from wpbench_k8s.executor.base import get_executor
+from wpbench_k8s.manifest import RunManifest
+from wpbench_k8s.outputs import ResultsWriter, now_iso, run_timestamp, summarize
+from wpbench_k8s.pipeline import ItemGrader, execute_manifest
+from wpbench_k8s.records import Record
+from wpbench_k8s.scoring import counted
+
+
+def exploit_report(records: list[Record]) -> dict[str, Any]:
+    """Per test: the cheats that passed. A test with any is exploitable."""
+    passing: dict[str, list[str]] = defaultdict(list)
+    tests = sorted({r.test_id for r in records})
+    for r in records:
+        if r.scores.execution_pass:
+            passing[r.test_id].append(r.variant)
+    return {"tests_checked": len(tests), "exploitable": dict(sorted(passing.items()))}
+
+
+def reference_report(records: list[Record]) -> dict[str, Any]:
+    failing = {r.test_id: f"{r.grader.status}: {r.grader.reason}" for r in records if not r.scores.execution_pass}
+    return {"tests_checked": len(records), "failing": dict(sorted(failing.items()))}
+
+
+def category_table(records: list[Record], title: str) -> Table:
+    table = Table(title=title)
+    for col, justify in (("category", "left"), ("tests", "right"), ("passed", "right"), ("pass rate", "right"),
+                         ("score", "right"), ("excluded", "right")):  # fmt: skip
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        groups[r.category].append(r)
+    for cat in sorted(groups):
+        good = counted(groups[cat])
+        passed = sum(r.scores.execution_pass for r in good)
+        score = sum(r.scores.correctness for r in good) / len(good) if good else 0.0
+        rate = passed / len(good) if good else 0.0
+        table.add_row(cat, str(len(good)), str(passed), f"{rate:.0%}", f"{score:.2f}",
+                      str(len(groups[cat]) - len(good)))  # fmt: skip
+    good = counted(records)
+    passed = sum(r.scores.execution_pass for r in good)
+    score = sum(r.scores.correctness for r in good) / len(good) if good else 0.0
+    table.add_section()
+    table.add_row("TOTAL", str(len(good)), str(passed), f"{(passed / len(good) if good else 0):.0%}", f"{score:.2f}",
+                  str(len(records) - len(good)), style="bold")  # fmt: skip
+    return table
+
+
+class LocalRun:
+    def __init__(
+        self, config: Config, manifest: RunManifest, *, console: Console, executor_name: str | None = None
+    ) -> None:
+        self.config = config
+        self.manifest = manifest
+        self.console = console
+        self.executor_name = executor_name or config.grader.kind
+
+    def _generator(self) -> Any:
+        if self.manifest.mode != "models":
+            return None
+        from wpbench_k8s.models.generate import generate_candidate
+
+        return generate_candidate
+
+    def execute(self) -> int:
+        """Run to the end; returns the process exit code."""
+        manifest = self.manifest
+        executor = get_executor(self.executor_name, manifest.grader, manifest.run_id)
+        if any(item.task is not None for item in manifest.items):
+            manifest.grader = executor.preflight()
+        started = now_iso()
+        writer = ResultsWriter(Path(self.config.output.path), Path(self.config.output.jsonl_path), run_timestamp())
+        grade = ItemGrader(manifest, executor, generate=self._generator())
+        progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[green]{task.fields[passed]} passed[/] [red]{task.fields[failed]} failed[/]"
+                       " [yellow]{task.fields[errored]} errored[/]"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+        )  # fmt: skip
+        tally = {"passed": 0, "failed": 0, "errored": 0}
+        bar = progress.add_task(f"{manifest.mode} {manifest.suite}", total=len(manifest.items), passed=0, failed=0,
+                                errored=0)  # fmt: skip
+
+        def on_record(record: Record) -> None:
+            writer.append(record)
+            key = "errored" if record.error else ("passed" if record.scores.execution_pass else "failed")
+            tally[key] += 1
+            progress.update(bar, advance=1, passed=tally["passed"], failed=tally["failed"], errored=tally["errored"])
+
+        self.console.print(
+            f"run {manifest.run_id}: {len(manifest.items)} candidates, {len(manifest.selected_test_ids)} tests, "
+            f"executor {self.executor_name}, concurrency {manifest.execution_concurrency}, "
+            f"image {manifest.grader.image_id[:19] or manifest.grader.image}"
+        )
+        try:
+            with progress:
+                outcome = execute_manifest(manifest, grade, on_record)
+        except KeyboardInterrupt:
+            removed = executor.cleanup()
+            writer.close()
+            self.console.print(
+                f"[red]interrupted[/]: removed {removed} container(s); {len(writer.records)} record(s) kept in "
+                f"{writer.partial_path}"
+            )
+            return 130
+        except BaseException:
+            executor.cleanup()
+            writer.close()
+            raise
+        executor.cleanup()
+        if outcome.aborted:
+            writer.close()
+            self.console.print(
+                f"[red]stopped[/] after an error (continue_on_error is off): {outcome.aborted}\n"
+                f"{len(writer.records)} record(s) kept in {writer.partial_path}"
+            )
+            return 1
+        extra: dict[str, Any] = {}
+        records = writer.records
+        if manifest.mode == "exploits":
+            extra["exploits"] = exploit_report(records)
+        elif manifest.mode == "reference":
+            extra["reference"] = reference_report(records)
+        if manifest.mode == "models":
+            extra.update(self._model_tables(records))
+        summary = summarize(manifest, records, executor=self.executor_name, started_at=started,
+                            finished_at=now_iso(), extra=extra)  # fmt: skip
+        writer.finalize(summary, [i.item_id for i in manifest.items])
+        return self._report(records, extra, writer)
+
+    def _model_tables(self, records: list[Record]) -> dict[str, Any]:
+        from wpbench_k8s.models import compare
+
+        tables: dict[str, Any] = compare.report(self.manifest, records, console=self.console)
+        return tables
+
+    def _report(self, records: list[Record], extra: dict[str, Any], writer: ResultsWriter) -> int:
+        console = self.console
+        console.print(category_table(records, f"{self.manifest.suite} — {self.manifest.mode}"))
+        console.print(f"results: {writer.json_path}\nrecords: {writer.jsonl_path}")
+        if "exploits" in extra:
+            exploitable = extra["exploits"]["exploitable"]
+            for test_id, cheats in exploitable.items():
+                console.print(f"[red]exploitable[/] {test_id}: {', '.join(cheats)}")
+            console.print(f"{len(exploitable)} of {extra['exploits']['tests_checked']} tests exploitable")
+            return 1 if exploitable else 0
+        if "reference" in extra:
+            failing = extra["reference"]["failing"]
+            for test_id, why in failing.items():
+                console.print(f"[red]reference fails[/] {test_id}: {why[:300]}")
+            console.print(f"{len(records) - len(failing)} of {len(records)} reference solutions pass")
+            return 1 if failing else 0
+        return 0

@@ -1,0 +1,152 @@
+"""Verdict -> Record, and the aggregates of a run. Both paths (local and cluster) use these."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+from wpbench_k8s.manifest import ManifestItem, RunManifest
+from wpbench_k8s.records import Record, RecordGrader, RecordOutput, RecordScores, Usage
+from wpbench_runtime.contract import Verdict
+
+
+def build_record(
+    manifest: RunManifest,
+    item: ManifestItem,
+    verdict: Verdict | None,
+    *,
+    usage: Usage | None = None,
+    infra_retries: int = 0,
+    error: str | None = None,
+    knowledge_score: float | None = None,
+    answer: str | None = None,
+) -> Record:
+    """The one place a record is made. `error` marks the record as excluded from aggregates."""
+    test = manifest.tests.get(item.test_id, {})
+    candidate = item.candidate
+    output = RecordOutput(
+        raw=(candidate.raw if candidate else "") or (answer or ""),
+        code=candidate.code if candidate else None,
+        files=candidate.files if candidate else None,
+        extraction_error=candidate.extraction_error if candidate else None,
+    )
+    if item.test_type == "knowledge":
+        score = knowledge_score or 0.0
+        scores = RecordScores(correctness=score, execution_pass=score >= 1.0, runtime=score, static=0.0)
+        grader = RecordGrader(status="not_graded", reason="knowledge test: scored by answer matching")
+    elif verdict is None:
+        scores = RecordScores()
+        grader = RecordGrader(status="infra_error", reason=error or "no verdict", infra_retries=infra_retries)
+    else:
+        scores = RecordScores(
+            correctness=_correctness(verdict),
+            execution_pass=verdict.scores.execution_pass,
+            runtime=verdict.scores.runtime,
+            static=verdict.scores.static,
+            static_policy_pass=verdict.scores.static_policy_pass,
+        )
+        grader = RecordGrader(
+            status=verdict.status,
+            reason=verdict.reason,
+            stdout=verdict.stdout,
+            stderr=verdict.stderr,
+            timeout=verdict.status == "timeout",
+            duration_ms=verdict.duration_ms,
+            infra_retries=infra_retries,
+            verdict=verdict,
+        )
+        if verdict.status == "harness_error" and error is None:
+            error = f"harness_error: {verdict.reason}"
+    return Record(
+        run_id=manifest.run_id,
+        item_id=item.item_id,
+        test_id=item.test_id,
+        suite=manifest.suite,
+        type=item.test_type,
+        category=str(test.get("category", "")),
+        difficulty=str(test.get("difficulty", "")),
+        mode=manifest.mode,
+        variant=item.variant,
+        prompt_hash=item.prompt_hash,
+        model=item.model,
+        output=output,
+        scores=scores,
+        grader=grader,
+        usage=usage or Usage(),
+        error=error,
+    )
+
+
+def _correctness(verdict: Verdict) -> float:
+    """Scoring v2.0: runtime weight share, zeroed by a crash, a timeout or an error-severity forbidden pattern."""
+    if verdict.status not in ("passed", "failed") or not verdict.scores.static_policy_pass:
+        return 0.0
+    return verdict.scores.runtime
+
+
+def counted(records: Iterable[Record]) -> list[Record]:
+    """Records that enter aggregates: errored, infra-failed and harness-errored ones do not."""
+    return [r for r in records if r.error is None and r.grader.status not in ("infra_error", "harness_error")]
+
+
+def _mean(values: list[float]) -> float:
+    return round(statistics.fmean(values), 4) if values else 0.0
+
+
+def aggregate(records: list[Record]) -> dict[str, Any]:
+    """Scores for one group of records (one model x variant)."""
+    good = counted(records)
+    execution = [r for r in good if r.type == "execution"]
+    knowledge = [r for r in good if r.type == "knowledge"]
+    by_category: dict[str, list[Record]] = defaultdict(list)
+    for r in good:
+        by_category[r.category].append(r)
+    return {
+        "records": len(records),
+        "counted": len(good),
+        "excluded": len(records) - len(good),
+        "score": _mean([r.scores.correctness for r in good]),
+        "execution": {
+            "tests": len(execution),
+            "passed": sum(r.scores.execution_pass for r in execution),
+            "pass_rate": _mean([float(r.scores.execution_pass) for r in execution]),
+            "runtime_score": _mean([r.scores.runtime for r in execution]),
+            "static_score": _mean([r.scores.static for r in execution]),
+        },
+        "knowledge": {
+            "tests": len(knowledge),
+            "correct": sum(r.scores.correctness >= 1.0 for r in knowledge),
+            "accuracy": _mean([r.scores.correctness for r in knowledge]),
+        },
+        "categories": {
+            cat: {
+                "tests": len(rs),
+                "passed": sum(r.scores.execution_pass for r in rs),
+                "score": _mean([r.scores.correctness for r in rs]),
+            }
+            for cat, rs in sorted(by_category.items())
+        },
+        "statuses": dict(sorted(_count(r.grader.status for r in records).items())),
+        "cost_usd": round(sum(r.usage.cost_usd for r in records), 6),
+        "latency_ms_mean": _mean([float(r.usage.latency_ms) for r in records if r.usage.calls]),
+    }
+
+
+def _count(values: Iterable[str]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for v in values:
+        out[v] += 1
+    return dict(out)
+
+
+def group_key(record: Record) -> str:
+    return record.model if record.variant == "baseline" else f"{record.model} [{record.variant}]"
+
+
+def aggregate_by_model(records: list[Record]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        groups[group_key(r)].append(r)
+    return {key: aggregate(rs) for key, rs in groups.items()}

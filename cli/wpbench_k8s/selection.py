@@ -1,0 +1,78 @@
+"""Choose which tests a run grades: explicit ids, categories, type, then a seeded stratified limit."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+from wpbench_k8s.config import RunConfig
+from wpbench_k8s.dataset import AnyTest, Suite
+from wpbench_k8s.errors import InputError
+
+
+def _stratified(tests: list[AnyTest], limit: int, seed: int) -> list[AnyTest]:
+    """Pick `limit` tests spread evenly over categories, and within each over difficulty.
+
+    Categories are visited in a seeded random order (not alphabetical), so with a limit smaller
+    than the number of categories no category is favoured by its name.
+    """
+    rng = random.Random(seed)
+    by_category: dict[str, dict[str, list[AnyTest]]] = defaultdict(lambda: defaultdict(list))
+    for test in tests:
+        by_category[test.category][test.difficulty].append(test)
+    queues: dict[str, list[AnyTest]] = {}
+    for category in sorted(by_category):
+        strata = by_category[category]
+        for difficulty in sorted(strata):
+            rng.shuffle(strata[difficulty])
+        order = sorted(strata)
+        rng.shuffle(order)
+        queue: list[AnyTest] = []
+        while any(strata[d] for d in order):
+            for difficulty in order:
+                if strata[difficulty]:
+                    queue.append(strata[difficulty].pop())
+        queues[category] = queue
+    categories = sorted(queues)
+    rng.shuffle(categories)
+    chosen: list[AnyTest] = []
+    while len(chosen) < limit and any(queues[c] for c in categories):
+        for category in categories:
+            if queues[category] and len(chosen) < limit:
+                chosen.append(queues[category].pop(0))
+    return chosen
+
+
+def select_tests(suite: Suite, run: RunConfig, *, execution_only: bool = False) -> list[AnyTest]:
+    """Apply the run's selection; the result keeps the suite's order.
+
+    Explicit test ids win over categories and limit. Unknown ids or categories are InputErrors.
+    """
+    pool: list[AnyTest] = suite.all_tests()
+    test_type = "execution" if execution_only else run.test_type
+    if test_type != "all":
+        pool = [t for t in pool if t.test_type == test_type]
+    if run.test_ids:
+        by_id = suite.by_id()
+        unknown = [i for i in run.test_ids if i not in by_id]
+        if unknown:
+            raise InputError(f"--test-id: unknown test id(s) in suite {suite.name}: {', '.join(unknown)}")
+        wanted = set(run.test_ids)
+        chosen = [t for t in pool if t.id in wanted]
+        skipped = wanted - {t.id for t in chosen}
+        if skipped:
+            raise InputError(f"--test-id: {', '.join(sorted(skipped))} not of the selected test type ({test_type})")
+        return chosen
+    if run.categories:
+        known = {t.category for t in pool}
+        unknown = [c for c in run.categories if c not in known]
+        if unknown:
+            raise InputError(
+                f"--category: unknown categor{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        pool = [t for t in pool if t.category in set(run.categories)]
+    if run.limit is not None and run.limit < len(pool):
+        picked = {t.id for t in _stratified(pool, run.limit, run.seed)}
+        pool = [t for t in pool if t.id in picked]
+    return pool
