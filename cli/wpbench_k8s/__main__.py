@@ -1,0 +1,3 @@
+from wpbench_k8s.cli import main
+
+main()

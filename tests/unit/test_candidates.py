@@ -1,0 +1,62 @@
+import json
+
+import pytest
+
+from wpbench_k8s.candidates import exploit_battery, load_completions, reference_candidate
+from wpbench_k8s.dataset import ExecutionTest, ExploitSolution
+from wpbench_k8s.errors import InputError
+
+
+def snippet_test(**kw) -> ExecutionTest:
+    base = dict(
+        id="t-1",
+        category="c",
+        prompt="p",
+        reference_solution="function f() {}",
+        test_function="wpk_sum( int $a, int $b ): int",
+    )
+    base.update(kw)
+    return ExecutionTest(**base)
+
+
+def test_battery_stubs_the_test_function_with_every_trivial_return():
+    battery = exploit_battery(
+        snippet_test(
+            exploit_solutions=[ExploitSolution(description="off by one", code="function wpk_sum($a,$b){return $a;}")]
+        )
+    )
+    labels = [c.label for c in battery]
+    assert labels[0] == "exploit:empty" and battery[0].code == ""
+    assert "exploit:return-true" in labels and "exploit:return-empty-array" in labels
+    assert labels[-1] == "exploit:authored-1 (off by one)"
+    stub = next(c for c in battery if c.label == "exploit:return-null")
+    assert stub.code == "function wpk_sum( ...$args ) { return null; }\n"
+
+
+def test_battery_for_plugin_tests_is_a_valid_plugin_map():
+    test = snippet_test(
+        artifact_kind="wp_plugin_files",
+        reference_solution=None,
+        reference_files={"p.php": "<?php\n/* Plugin Name: P */"},
+    )
+    for cand in exploit_battery(test):
+        assert cand.files is not None and "Plugin Name:" in next(iter(cand.files.values()))
+    assert reference_candidate(test).files == {"p.php": "<?php\n/* Plugin Name: P */"}
+
+
+def test_completions_file_errors_name_the_line(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text(
+        json.dumps({"test_id": "t-1", "model": "m", "code": "x"})
+        + "\n"
+        + json.dumps({"test_id": "ghost", "model": "m", "code": "x"})
+        + "\n"
+    )
+    with pytest.raises(InputError, match="line 2: unknown test id ghost"):
+        load_completions(p, {"t-1"})
+    p.write_text('{"test_id": "t-1", "model": "m"}\n')
+    with pytest.raises(InputError, match="line 1: needs one of code, files, completion"):
+        load_completions(p, {"t-1"})
+    p.write_text('{"test_id": "t-1", "code": 5}\n')
+    with pytest.raises(InputError, match="line 1, field code"):
+        load_completions(p, {"t-1"})
