@@ -1,0 +1,195 @@
+"""`wpbench-k8s run` end to end on local Docker with the real grader image."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.docker
+
+
+def run_cli(*args: str, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "wpbench_k8s", *args], capture_output=True, text=True, cwd=REPO, timeout=600, **kw
+    )
+
+
+def outputs(out_dir: Path) -> tuple[dict, list[dict]]:
+    (summary_path,) = out_dir.glob("results_*.json")
+    (jsonl_path,) = out_dir.glob("results_*.jsonl")
+    assert summary_path.stem == jsonl_path.stem  # one run, one timestamp
+    records = [json.loads(line) for line in jsonl_path.read_text().splitlines()]
+    return json.loads(summary_path.read_text()), records
+
+
+def labelled_containers() -> list[str]:
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "label=org.wpbench-k8s.run"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.split()
+
+
+def test_reference_check_writes_canonical_outputs(grader_image, mini_suite, tmp_path):
+    res = run_cli(
+        "run",
+        "--check-reference-solution",
+        "--dataset-path",
+        str(mini_suite),
+        "--execution-concurrency",
+        "2",
+        "--output",
+        str(tmp_path / "results.json"),
+        "--image",
+        grader_image,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary, records = outputs(tmp_path)
+    meta = summary["metadata"]
+    assert meta["runtime_isolation_boundary"] == "container_per_test"
+    assert meta["execution_concurrency"] == 2
+    assert meta["runtime_image_id"].startswith("sha256:")
+    assert meta["grader"]["limits"]["memory_mb"] == 512
+    assert meta["scoring_version"] == "2.0"
+    assert meta["selected_test_ids"] == ["mini-hooks-001", "mini-shortcodes-001"]
+    assert meta["manifest_digest"].startswith("sha256:") and meta["dataset_digest"].startswith("sha256:")
+    assert [r["test_id"] for r in records] == ["mini-hooks-001", "mini-shortcodes-001"]
+    for r in records:
+        assert r["grader"]["status"] == "passed", r["grader"]
+        assert r["scores"]["execution_pass"] is True and r["scores"]["correctness"] == 1.0
+        assert set(r) >= {
+            "test_id",
+            "suite",
+            "type",
+            "category",
+            "mode",
+            "prompt_hash",
+            "model",
+            "output",
+            "scores",
+            "grader",
+            "usage",
+            "error",
+        }
+        assert r["output"]["code"]
+    assert summary["overall"]["execution"]["passed"] == 2
+    assert not list(tmp_path.glob("*.partial"))
+    assert not labelled_containers()
+
+
+def test_exploit_audit_flags_a_cheatable_test_and_exits_nonzero(grader_image, tmp_path):
+    suite = tmp_path / "cheatable"
+    (suite / "execution").mkdir(parents=True)
+    (suite / "execution" / "weak.json").write_text(
+        json.dumps(
+            [
+                {
+                    "id": "weak-001",
+                    "category": "weak",
+                    "prompt": "Return whether the site is installed.",
+                    "test_function": "weak_check(): bool",
+                    "runtime_checks": {
+                        "assertions": [{"type": "custom_assertion", "code": "return weak_check() === true;"}]
+                    },
+                    "reference_solution": "function weak_check(): bool { return is_blog_installed(); }",
+                    "metadata": {"source_refs": ["wp-includes/functions.php"]},
+                }
+            ]
+        )
+    )
+    res = run_cli(
+        "run",
+        "--check-exploits",
+        "--dataset-path",
+        str(suite),
+        "--execution-concurrency",
+        "2",
+        "--output",
+        str(tmp_path / "out" / "results.json"),
+        "--image",
+        grader_image,
+    )
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert "exploitable weak-001: exploit:return-true" in res.stderr.replace("\n", " ")
+    summary, records = outputs(tmp_path / "out")
+    assert summary["exploits"]["exploitable"] == {"weak-001": ["exploit:return-true"]}
+    assert len(records) == 1 + 7  # empty + seven stubs
+
+
+def test_completions_are_graded_and_failures_scored(grader_image, mini_suite, tmp_path):
+    comp = tmp_path / "c.jsonl"
+    comp.write_text(
+        "\n".join(
+            json.dumps(x)
+            for x in [
+                {"test_id": "mini-hooks-001", "model": "m1", "code": "add_filter('the_title', fn($t) => $t);"},
+                {"test_id": "mini-shortcodes-001", "model": "m1", "code": "function mini_shout_upper("},
+            ]
+        )
+        + "\n"
+    )
+    res = run_cli(
+        "run",
+        "--completions",
+        str(comp),
+        "--dataset-path",
+        str(mini_suite),
+        "--output",
+        str(tmp_path / "out" / "results.json"),
+        "--image",
+        grader_image,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    _, records = outputs(tmp_path / "out")
+    by_id = {r["test_id"]: r for r in records}
+    hooks = by_id["mini-hooks-001"]
+    assert hooks["model"] == "m1" and hooks["grader"]["status"] == "failed"
+    assert 0 < hooks["scores"]["runtime"] < 1  # the hook is registered, the suffix is missing
+    parse = by_id["mini-shortcodes-001"]
+    assert parse["grader"]["status"] == "failed" and "syntax" in parse["grader"]["reason"].lower()
+
+
+def test_ctrl_c_keeps_partial_and_leaves_no_containers(grader_image, tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wpbench_k8s",
+            "run",
+            "--check-reference-solution",
+            "--dataset-path",
+            str(REPO / "tests/fixtures/suites/slow"),
+            "--output",
+            str(out / "results.json"),
+            "--image",
+            grader_image,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    partial: list[Path] = []
+    while time.monotonic() < deadline:
+        partial = list(out.glob("*.jsonl.partial"))
+        if partial and partial[0].read_text().strip():
+            break
+        time.sleep(0.2)
+    assert partial, "no record streamed before the deadline"
+    time.sleep(1.0)  # the second test's container is running now
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    kept = [json.loads(x) for x in partial[0].read_text().splitlines()]
+    assert kept and kept[0]["grader"]["status"] == "passed"
+    assert not list(out.glob("results_*.jsonl")), "an interrupted run must not look complete"
+    assert not labelled_containers()
