@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 IMAGE ?= wpbench-grader:dev
 CONCURRENCY ?= 2
 
+-include mk/kind.mk
+
 .PHONY: setup docker runtime-image demo test test-unit lint typecheck bench verify schema clean kind-up e2e-kind kind-down controller-image
 
 setup: $(VENV)/.installed

@@ -72,3 +72,11 @@ def test_grader_limits_are_settable(tmp_path):
     assert cfg.grader.limits.memory_mb == 768 and cfg.grader.limits.pids == 128
     with pytest.raises(InputError, match="grader.limits.cpu: unknown key"):
         load_config(write(tmp_path, "grader:\n  limits:\n    cpu: 2\n"))
+
+
+def test_shipped_example_config_loads():
+    from wpbench_k8s.config import repo_root
+
+    cfg = load_config(repo_root() / "wp-bench.example.yaml")
+    assert cfg.suite_name == "wpk-core-v1"
+    assert cfg.grader.limits.memory_mb == 512
