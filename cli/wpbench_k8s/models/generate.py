@@ -1,0 +1,93 @@
+"""The one function the run pipeline and the in-cluster controller call for a model item.
+
+`generate_candidate(model, test, skills, prompt)` sends the manifest's prompt (or builds it with
+`prompts.build_prompt`, the function the planner uses) with the skills as a system message, and
+turns the completion into a `Candidate`:
+
+- execution tests: the extracted PHP code or plugin files map, or `extraction_error` when the
+  completion holds nothing gradable (a model failure: graded as failed, not retried);
+- knowledge tests: the raw answer in `Candidate.raw` and `answer`, and its 0/1 score.
+
+A provider problem (unknown model, missing key, outage after retries) is not raised: it comes back
+as `error` (one line naming the model) with the usage spent, so the caller marks the record errored
+and excludes it from aggregates. Nothing here writes to a terminal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest
+from wpbench_k8s.manifest import Candidate, ModelSpec, SkillSpec, prompt_hash
+from wpbench_k8s.models import prompts
+from wpbench_k8s.models.client import ModelCallError, RetryPolicy, complete
+from wpbench_k8s.models.extract import extract_candidate
+from wpbench_k8s.models.knowledge import score_knowledge
+from wpbench_k8s.records import Usage
+
+
+class GenerationResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    candidate: Candidate
+    usage: Usage
+    error: str | None = None  # provider/config failure: the record is errored, not failed
+    error_kind: str | None = None  # ModelCallError.kind
+    prompt_hash: str = ""
+    answer: str | None = None  # knowledge tests: the model's answer text
+    knowledge_score: float | None = None  # knowledge tests: 1.0 or 0.0
+    knowledge_reason: str = ""
+    finish_reason: str | None = None
+    temperature_dropped: bool = False
+
+
+def candidate_label(model: ModelSpec, skills: Sequence[SkillSpec]) -> str:
+    return model.name + (" +skills:" + ",".join(s.name for s in skills) if skills else "")
+
+
+def generate_candidate(
+    model: ModelSpec,
+    test: ExecutionTest | KnowledgeTest,
+    skills: list[SkillSpec],
+    prompt: str | None = None,
+    *,
+    retry: RetryPolicy | None = None,
+) -> GenerationResult:
+    """Ask `model` for an answer to `test`, with `skills` injected as a system message.
+
+    Args:
+        model: LiteLLM model name and sampling settings.
+        test: the execution or knowledge test.
+        skills: skills for the with-skills variant; empty for the baseline.
+        prompt: the user prompt the manifest stored (`ManifestItem.prompt`); built from the test
+            when not given. Passing it keeps cluster and local runs byte-identical.
+        retry: backoff policy; default from the environment (`RetryPolicy.from_env`).
+    Returns:
+        The candidate and the usage spent; `error` set when no completion could be had.
+    """
+    prompt = prompt or prompts.build_prompt(test)
+    label = candidate_label(model, skills)
+    phash = prompt_hash(prompt)
+    try:
+        reply = complete(model, prompts.messages(prompt, skills), retry=retry)
+    except ModelCallError as exc:
+        return GenerationResult(
+            candidate=Candidate(label=label), usage=exc.usage, error=str(exc), error_kind=exc.kind, prompt_hash=phash
+        )
+    result = GenerationResult(
+        candidate=Candidate(raw=reply.text, label=label),
+        usage=reply.usage,
+        prompt_hash=phash,
+        finish_reason=reply.finish_reason,
+        temperature_dropped=reply.temperature_dropped,
+    )
+    if isinstance(test, KnowledgeTest):
+        scored = score_knowledge(test, reply.text)
+        result.answer, result.knowledge_score, result.knowledge_reason = reply.text, scored.score, scored.reason
+        return result
+    candidate = extract_candidate(reply.text, test.artifact_kind, label)
+    if candidate.extraction_error and reply.finish_reason == "length":
+        candidate.extraction_error += " (the completion was cut off at max_tokens)"
+    result.candidate = candidate
+    return result

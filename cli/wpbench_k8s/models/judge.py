@@ -1,0 +1,201 @@
+"""An optional AI judge: a model scores code quality against a rubric file.
+
+The judge's number lands in `Record.scores.quality` (0..1) and its details in `Record.judge`;
+it is reported next to, never inside, `execution_pass` and `correctness`. A judge that fails
+(provider error, unreadable reply) leaves `quality` as None and says why in `Record.judge.error`;
+the record itself is not errored, because the candidate was graded all the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from wpbench_k8s.dataset import ExecutionTest
+from wpbench_k8s.errors import InputError
+from wpbench_k8s.manifest import Candidate, ModelSpec
+from wpbench_k8s.models.client import ModelCallError, RetryPolicy, complete
+from wpbench_k8s.models.extract import json_documents
+from wpbench_k8s.records import Usage
+
+RUBRIC_ENV = "WPBENCH_JUDGE_RUBRIC"
+DEFAULT_RUBRIC_NAME = "wpk-judge-rubric-v1.json"
+
+
+class Criterion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str = Field(min_length=1, pattern=r"^[a-z][a-z0-9_]*$")
+    name: str = ""
+    weight: float = Field(gt=0)
+    description: str = Field(min_length=1)
+
+
+class Scale(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    min: float = 0
+    max: float = 10
+
+
+class Rubric(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rubric_version: str
+    name: str
+    description: str = ""
+    scale: Scale = Field(default_factory=Scale)
+    criteria: list[Criterion] = Field(min_length=1)
+    instructions: str = ""
+    sha256: str = ""  # of the file it was read from; filled by load_rubric
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Rubric:
+        ids = [c.id for c in self.criteria]
+        if len(set(ids)) != len(ids):
+            raise ValueError("criterion ids must be unique")
+        if self.scale.max <= self.scale.min:
+            raise ValueError("scale.max must be above scale.min")
+        return self
+
+
+def default_rubric_path() -> Path:
+    """$WPBENCH_JUDGE_RUBRIC, else the rubric shipped in the repository's datasets/judges/."""
+    if os.environ.get(RUBRIC_ENV):
+        return Path(os.environ[RUBRIC_ENV])
+    return Path(__file__).resolve().parents[3] / "datasets" / "judges" / DEFAULT_RUBRIC_NAME
+
+
+def load_rubric(path: Path | str | None = None) -> Rubric:
+    path = Path(path) if path is not None else default_rubric_path()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read judge rubric: {exc.strerror}") from exc
+    try:
+        doc = json.loads(data)
+        if isinstance(doc, dict):
+            doc.pop("sha256", None)
+        rubric = Rubric.model_validate(doc)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from exc
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{path}: judge rubric field {where}: {err['msg']}") from exc
+    return rubric.model_copy(update={"sha256": "sha256:" + hashlib.sha256(data).hexdigest()})
+
+
+def judge_spec(name: str) -> ModelSpec:
+    """The judge's settings: deterministic sampling, enough room for a short rationale."""
+    return ModelSpec(name=name, temperature=0.0, max_tokens=800)
+
+
+SYSTEM = (
+    "You are a senior WordPress engineer reviewing code written for a task. Grade code quality "
+    "strictly against the rubric. Reply with one JSON object and nothing else."
+)
+
+
+def judge_prompt(test: ExecutionTest, candidate: Candidate, rubric: Rubric) -> str:
+    lo, hi = rubric.scale.min, rubric.scale.max
+    task = [test.prompt.strip()]
+    if test.requirements:
+        task.append("Requirements:\n" + "\n".join(f"- {r}" for r in test.requirements))
+    if test.test_function:
+        task.append(f"Entry point: `{test.test_function}`")
+    criteria = "\n".join(f"- {c.id} (weight {c.weight:g}): {c.description}" for c in rubric.criteria)
+    if candidate.files:
+        code = "\n\n".join(f"File `{path}`:\n```php\n{body.rstrip()}\n```" for path, body in candidate.files.items())
+    else:
+        code = f"```php\n<?php\n{(candidate.code or '').rstrip()}\n```"
+    example = json.dumps({"scores": {c.id: hi for c in rubric.criteria}, "rationale": "..."})
+    return (
+        "## Task\n" + "\n\n".join(task) + "\n\n"
+        f"## Rubric ({rubric.name})\nScore each criterion from {lo:g} to {hi:g}.\n{criteria}\n"
+        + (f"\n{rubric.instructions}\n" if rubric.instructions else "")
+        + f"\n## Code\n{code}\n\n"
+        f"## Reply\nOne JSON object, shaped like {example}, with a two or three sentence rationale."
+    )
+
+
+@dataclass
+class JudgeResult:
+    model: str
+    rubric: str
+    rubric_sha256: str
+    quality: float | None = None  # 0..1, weighted mean of the criterion scores over the scale
+    scores: dict[str, float] = field(default_factory=dict)
+    rationale: str = ""
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+    raw: str = ""
+
+    def record_judge(self) -> dict[str, Any]:
+        """The dict stored in `Record.judge`."""
+        return {
+            "model": self.model,
+            "rubric": self.rubric,
+            "rubric_sha256": self.rubric_sha256,
+            "quality": self.quality,
+            "scores": self.scores,
+            "rationale": self.rationale,
+            "usage": self.usage.model_dump(),
+            "error": self.error,
+        }
+
+
+def parse_judge_reply(text: str, rubric: Rubric) -> tuple[dict[str, float], str]:
+    """Criterion scores (clamped to the scale) and rationale; ValueError when unusable."""
+    ids = [c.id for c in rubric.criteria]
+    for doc in json_documents(text):
+        if not isinstance(doc, dict) or not isinstance(doc.get("scores"), dict):
+            continue
+        raw_scores = doc["scores"]
+        missing = [i for i in ids if not isinstance(raw_scores.get(i), int | float) or isinstance(raw_scores[i], bool)]
+        if missing:
+            raise ValueError(f"judge reply has no numeric score for {', '.join(missing)}")
+        lo, hi = rubric.scale.min, rubric.scale.max
+        scores = {i: float(min(hi, max(lo, raw_scores[i]))) for i in ids}
+        rationale = doc.get("rationale")
+        return scores, rationale.strip() if isinstance(rationale, str) else ""
+    raise ValueError('judge reply has no JSON object with a "scores" map')
+
+
+def quality(scores: dict[str, float], rubric: Rubric) -> float:
+    lo, hi = rubric.scale.min, rubric.scale.max
+    total = sum(c.weight for c in rubric.criteria)
+    return round(sum(c.weight * (scores[c.id] - lo) / (hi - lo) for c in rubric.criteria) / total, 4)
+
+
+def judge_candidate(
+    judge: ModelSpec,
+    test: ExecutionTest,
+    candidate: Candidate,
+    rubric: Rubric,
+    *,
+    retry: RetryPolicy | None = None,
+) -> JudgeResult:
+    """Ask the judge model to score one candidate. Never raises for provider or reply problems."""
+    result = JudgeResult(model=judge.name, rubric=rubric.name, rubric_sha256=rubric.sha256)
+    if not candidate.code and not candidate.files:
+        result.error = "nothing to judge: no code was extracted"
+        return result
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": judge_prompt(test, candidate, rubric)}]
+    try:
+        reply = complete(judge, msgs, retry=retry)
+    except ModelCallError as exc:
+        result.error = str(exc)
+        result.usage = exc.usage
+        return result
+    result.usage, result.raw = reply.usage, reply.text
+    try:
+        result.scores, result.rationale = parse_judge_reply(reply.text, rubric)
+    except ValueError as exc:
+        result.error = str(exc)
+        return result
+    result.quality = quality(result.scores, rubric)
+    return result
