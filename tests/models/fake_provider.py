@@ -2,7 +2,8 @@
 
 LiteLLM talks to it as it would to OpenAI: `openai/<name>` models with `OPENAI_API_BASE` (or
 `api_base`) set to `server.url`. Per model name (the part after `openai/`) it replays a script
-of replies (the last one repeats) or asks a responder function; it records every request.
+of replies, then asks its responder function (without one, the script's last reply repeats); it
+records every request.
 
     with FakeProvider() as server:
         server.script("a", Reply(status=429), Reply(status=429), Reply(content="```php\\n...```"))
@@ -164,7 +165,10 @@ class FakeProvider:
             self.requests.append({**body, "_authorization": authorization})
             script = self._scripts.get(model)
             responder = self._responders.get(model) or self.default
-            reply = (script.pop(0) if len(script) > 1 else script[0]) if script else None
+            if script and (len(script) > 1 or responder is not None):
+                reply = script.pop(0)
+            else:
+                reply = script[0] if script else None
         if reply is None:
             if responder is None:
                 reply = Reply(status=404, error=f"The model `{model}` does not exist", error_code="model_not_found")

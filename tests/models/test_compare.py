@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from wpbench_k8s.models.compare import comparison, comparison_table, impact_table, skill_impact
+from wpbench_k8s.models.compare import comparison, comparison_table, impact_counts, impact_table, skill_impact
 from wpbench_k8s.records import Record, RecordGrader, RecordScores, Usage
 
 
@@ -100,6 +100,18 @@ def test_tables_render() -> None:
     console.print(comparison_table(comparison(RECORDS)))
     console.print(impact_table(skill_impact(RECORDS)))
     text = buf.getvalue()
-    assert "Δ skills" in text and "+0.15" in text and "5 paired" in text
+    assert "Δ skills" in text and "+0.15" in text and "a +skills" in text
     for word in ("fixed", "broken", "moved", "still failing"):
         assert word in text
+    assert impact_counts(skill_impact(RECORDS))[0] == (
+        "a: 1 fixed, 1 broken, 1 moved, 1 still failing, 1 still passing (5 tests compared)"
+    )
+
+
+def test_narrow_terminals_drop_token_columns_but_keep_the_scores() -> None:
+    buf = io.StringIO()
+    Console(file=buf, width=80).print(comparison_table(comparison(RECORDS), width=80))
+    text = buf.getvalue()
+    assert "tokens" not in text and "retries" not in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "openai" not in text and "a +skills" in text and "+0.15" in text

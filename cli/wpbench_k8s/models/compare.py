@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from wpbench_k8s.manifest import RunManifest
@@ -86,6 +88,8 @@ def model_row(model: str, variant: str, records: list[Record]) -> dict[str, Any]
         "completion_tokens": sum(r.usage.completion_tokens for r in records),
         "calls": sum(r.usage.calls for r in records),
         "retries": sum(r.usage.retries for r in records),
+        # Why records were excluded, message -> count: a provider outage reads once per model.
+        "errors": dict(Counter(r.error for r in records if r.error)),
         "categories": {
             cat: {
                 "tests": len({r.test_id for r in rs}),
@@ -223,46 +227,60 @@ def _signed(value: float | None, fmt: str) -> str:
     return ("+" if value > 0 else "") + fmt.format(value)
 
 
-def comparison_table(data: dict[str, Any], title: str = "Model comparison") -> Table:
-    table = Table(title=title)
-    for col, justify in (
-        ("model", "left"), ("variant", "left"), ("tests", "right"), ("excluded", "right"), ("score", "right"),
-        ("pass rate", "right"), ("quality", "right"), ("cost $", "right"), ("latency s", "right"),
-        ("tokens in/out", "right"), ("retries", "right"),
-    ):  # fmt: skip
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    deltas = {d["model"]: d for d in data["skills_delta"]}
+def _label(model: str, variant: str) -> str:
+    return model if variant == BASELINE else f"{model} +{variant.removeprefix('with-')}"
+
+
+def comparison_table(data: dict[str, Any], title: str = "Model comparison", width: int = 200) -> Table:
+    """One row per (model, variant) and a Δ skills row per model. Below 110 columns the token and
+    retry columns are left out (they stay in the JSON); quality shows only when something was judged."""
     rows = data["rows"]
+    wide = width >= 110
+    judged = any(row["quality"] is not None for row in rows)
+    columns: list[tuple[str, str]] = [("model", "left"), ("tests", "right"), ("excl.", "right"),
+                                      ("score", "right"), ("pass", "right")]  # fmt: skip
+    if judged:
+        columns.append(("quality", "right"))
+    columns += [("cost $", "right"), ("latency", "right")]
+    if wide:
+        columns += [("tokens in/out", "right"), ("retries", "right")]
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    for col, justify in columns:
+        table.add_column(col, justify=justify, no_wrap=col == "model")  # type: ignore[arg-type]
+    deltas = {d["model"]: d for d in data["skills_delta"]}
     for i, row in enumerate(rows):
         latency = row["latency_ms_mean"] / 1000 if row["latency_ms_mean"] is not None else None
-        table.add_row(
-            row["model"], row["variant"], str(row["tests"]), str(row["excluded"]),
-            _num(row["score"], std=row["score_std"]),
-            _num(row["pass_rate"], "{:.0%}", row["pass_rate_std"]),
-            _num(row["quality"]), f"{row['cost_usd']:.4f}", _num(latency, "{:.2f}"),
-            f"{row['prompt_tokens']}/{row['completion_tokens']}", str(row["retries"]),
-        )  # fmt: skip
+        cells = [_label(row["model"], row["variant"]), str(row["tests"]), str(row["excluded"]),
+                 _num(row["score"], std=row["score_std"]),
+                 _num(row["pass_rate"], "{:.0%}", row["pass_rate_std"])]  # fmt: skip
+        if judged:
+            cells.append(_num(row["quality"]))
+        cells += [f"{row['cost_usd']:.4f}", _num(latency, "{:.2f}s")]
+        if wide:
+            cells += [f"{row['prompt_tokens']}/{row['completion_tokens']}", str(row["retries"])]
+        table.add_row(*cells)
         last_of_model = i + 1 == len(rows) or rows[i + 1]["model"] != row["model"]
         if last_of_model and row["model"] in deltas:
             d = deltas[row["model"]]
             lat = d["latency_ms_mean"] / 1000 if d["latency_ms_mean"] is not None else None
-            table.add_row(
-                "", "Δ skills", f"{d['paired_tests']} paired", "", _signed(d["score"], "{:.2f}"),
-                _signed(d["pass_rate"], "{:.0%}"),
-                _signed(d["quality"], "{:.2f}"), _signed(d["cost_usd"], "{:.4f}"), _signed(lat, "{:.2f}"),
-                _signed(float(d["prompt_tokens"]), "{:.0f}") + " in", "", style="bold cyan",
-            )  # fmt: skip
+            cells = ["  Δ skills", str(d["paired_tests"]), "", _signed(d["score"], "{:.2f}"),
+                     _signed(d["pass_rate"], "{:.0%}")]  # fmt: skip
+            if judged:
+                cells.append(_signed(d["quality"], "{:.2f}"))
+            cells += [_signed(d["cost_usd"], "{:.4f}"), _signed(lat, "{:.2f}s")]
+            if wide:
+                cells += [_signed(float(d["prompt_tokens"]), "{:.0f}") + " in", ""]
+            table.add_row(*cells, style="bold cyan")
         if last_of_model and i + 1 < len(rows):
             table.add_section()
     return table
 
 
 def category_table(data: dict[str, Any], title: str = "Score by category") -> Table:
-    table = Table(title=title)
-    table.add_column("category")
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("category", no_wrap=True)
     for row in data["rows"]:
-        label = row["model"] if row["variant"] == BASELINE else f"{row['model']}\n{row['variant']}"
-        table.add_column(label, justify="right")
+        table.add_column(_label(row["model"], row["variant"]), justify="right")
     for cat in data["categories"]:
         cells = []
         for row in data["rows"]:
@@ -272,27 +290,43 @@ def category_table(data: dict[str, Any], title: str = "Score by category") -> Ta
     return table
 
 
-def impact_table(data: dict[str, Any], title: str = "Skill Impact") -> Table:
-    table = Table(title=title)
-    for col, justify in (("model", "left"), ("test", "left"), ("category", "left"), ("change", "left"),
-                         ("baseline", "right"), ("with skills", "right")):  # fmt: skip
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+def impact_table(data: dict[str, Any], title: str = "Skill Impact", width: int = 200) -> Table:
+    """Every fixed, broken, moved and still-failing test per model (`impact_counts` adds the totals,
+    tests passing both ways included). Below 100 columns the category column is left out."""
+    wide = width >= 100
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("model", no_wrap=True)
+    table.add_column("test", no_wrap=True)
+    if wide:
+        table.add_column("category")
+    table.add_column("change", no_wrap=True)
+    table.add_column("baseline", justify="right")
+    table.add_column("+skills", justify="right")
     styles = {"fixed": "green", "broken": "red", "moved": "yellow", "still_failing": "dim"}
     for model in data["models"]:
         for t in model["tests"]:
             change = t["change"]
-            table.add_row(
-                model["model"], t["test_id"], t["category"], f"[{styles[change]}]{change.replace('_', ' ')}[/]",
-                f"{t['baseline']:.2f}", f"{t['with_skills']:.2f}",
-            )  # fmt: skip
-        c = model["counts"]
-        table.add_row(
-            model["model"], f"{model['tests_compared']} compared", "",
-            f"{c['fixed']} fixed, {c['broken']} broken, {c['moved']} moved, {c['still_failing']} still failing, "
-            f"{c['still_passing']} still passing", "", "", style="bold",
-        )  # fmt: skip
-        table.add_section()
+            cells = [model["model"], t["test_id"]] + ([t["category"]] if wide else [])
+            cells += [
+                f"[{styles[change]}]{change.replace('_', ' ')}[/]",
+                f"{t['baseline']:.2f}",
+                f"{t['with_skills']:.2f}",
+            ]
+            table.add_row(*cells)
     return table
+
+
+def impact_counts(data: dict[str, Any]) -> list[str]:
+    """One line per model: how many tests the skills fixed, broke, moved or left alone."""
+    lines = []
+    for model in data["models"]:
+        c = model["counts"]
+        lines.append(
+            f"{model['model']}: {c['fixed']} fixed, {c['broken']} broken, {c['moved']} moved, "
+            f"{c['still_failing']} still failing, {c['still_passing']} still passing "
+            f"({model['tests_compared']} tests compared)"
+        )
+    return lines
 
 
 def report(manifest: RunManifest, records: list[Record], console: Console | None = None) -> dict[str, Any]:
@@ -303,9 +337,16 @@ def report(manifest: RunManifest, records: list[Record], console: Console | None
     if impact is not None:
         out["skill_impact"] = impact
     if console is not None:
-        console.print(comparison_table(data, f"{manifest.suite} — model comparison"))
+        console.print(comparison_table(data, f"{manifest.suite} — model comparison", console.width))
+        for row in data["rows"]:
+            for message, count in row["errors"].items():
+                console.print(
+                    f"[yellow]{row['model']} {row['variant']}[/]: {count} excluded record(s): {escape(message)}"
+                )
         if len(data["categories"]) > 1:
             console.print(category_table(data))
         if impact is not None:
-            console.print(impact_table(impact))
+            console.print(impact_table(impact, width=console.width))
+            for line in impact_counts(impact):
+                console.print(escape(line))
     return out

@@ -22,7 +22,7 @@ from wpbench_k8s.errors import InputError
 from wpbench_k8s.manifest import Candidate, ModelSpec
 from wpbench_k8s.models.client import ModelCallError, RetryPolicy, complete
 from wpbench_k8s.models.extract import json_documents
-from wpbench_k8s.records import Usage
+from wpbench_k8s.records import Record, Usage
 
 RUBRIC_ENV = "WPBENCH_JUDGE_RUBRIC"
 DEFAULT_RUBRIC_NAME = "wpk-judge-rubric-v1.json"
@@ -199,3 +199,27 @@ def judge_candidate(
         return result
     result.quality = quality(result.scores, rubric)
     return result
+
+
+@dataclass
+class Judge:
+    """A configured judge the pipeline holds: model settings plus rubric."""
+
+    spec: ModelSpec
+    rubric: Rubric
+    retry: RetryPolicy | None = None
+
+    @classmethod
+    def from_names(cls, model: str, rubric_path: str | Path | None = None) -> Judge:
+        return cls(judge_spec(model), load_rubric(rubric_path))
+
+    def annotate(self, record: Record, test: ExecutionTest, candidate: Candidate) -> Record:
+        """Judge the candidate and return the record with `scores.quality` and `judge` filled.
+
+        Records that are errored or hold no code are returned unchanged: there is nothing to judge.
+        """
+        if record.error is not None or not (candidate.code or candidate.files):
+            return record
+        result = judge_candidate(self.spec, test, candidate, self.rubric, retry=self.retry)
+        scores = record.scores.model_copy(update={"quality": result.quality})
+        return record.model_copy(update={"scores": scores, "judge": result.record_judge()})
