@@ -211,6 +211,8 @@ class ItemGrader:
     executor: Executor
     generate: Callable[[ModelSpec, AnyTest, list[SkillSpec], str], Any] | None = None
     attempts: int = INFRA_ATTEMPTS
+    # Optional AI judge (wpbench_k8s.models.judge.Judge): fills scores.quality and record.judge.
+    judge: Any | None = None
 
     def grade_with_retries(self, task: GradeTask) -> tuple[Verdict | None, int, str | None]:
         """Run the task; infrastructure failures are retried, then reported as infra, never scored."""
@@ -262,7 +264,12 @@ class ItemGrader:
         if verdict is None:
             return build_record(manifest, item, None, usage=usage, infra_retries=retries,
                                 error=f"infra_error after {retries + 1} attempts: {infra}")  # fmt: skip
-        return build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
+        record = build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
+        if self.judge is not None:
+            test = test_of(manifest, item.test_id)
+            assert isinstance(test, ExecutionTest)
+            record = self.judge.annotate(record, test, item.candidate)
+        return record
 
 
 @dataclass
