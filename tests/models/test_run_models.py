@@ -240,3 +240,50 @@ def test_two_model_skill_run_through_the_real_grader(
         if r["type"] == "execution":
             assert r["grader"]["verdict"] is not None  # graded by the real verifier
     assert "Skill Impact" in res.stderr and "Δ skills" in res.stderr
+
+
+def test_runs_report_mean_and_standard_deviation(
+    provider: FakeProvider, tmp_path: Path, capsys: pytest.CaptureFixture[str], restore_sigterm: None
+) -> None:
+    calls = {"n": 0}
+
+    def good_then_bad(body: dict[str, Any]) -> Reply:  # run 1 right, run 2 wrong
+        calls["n"] += 1
+        test = BY_PROMPT[user_text(body)]
+        return Reply(content=good_answer(test) if calls["n"] <= 2 else bad_answer(test))
+
+    provider.respond("flaky", good_then_bad)
+    code, err = run_in_process(
+        capsys, "--model-name", "openai/flaky", "--test-type", "execution", "--runs", "2",
+        "--output", str(tmp_path / "results.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    summary, records = outputs(tmp_path)
+    assert sorted(r["item_id"][-4:] for r in records) == ["--r1", "--r1", "--r2", "--r2"]
+    (row,) = summary["comparison"]["rows"]
+    assert (row["runs"], row["tests"], row["score"]) == (2, 2, 0.5)
+    assert row["score_std"] == pytest.approx(0.7071, abs=1e-4)  # per-run means 1.0 and 0.0
+    assert "0.50 ± 0.71" in err
+
+
+def test_generate_for_item_fills_manifest_items_like_the_local_pipeline(provider: FakeProvider, skill: Path) -> None:
+    from wpbench_k8s.config import load_config
+    from wpbench_k8s.models.generate import generate_for_item
+    from wpbench_k8s.models.skills import load_skill
+    from wpbench_k8s.pipeline import plan_run
+
+    provider.respond("b", answer_well_only_with_skills)
+    config = load_config(None, {"dataset.path": str(MINI), "models": [{"name": "openai/b"}]})
+    manifest = plan_run(config, "models", skills=[load_skill(skill)])
+    assert len(manifest.items) == 8
+    for item in manifest.items:
+        filled, result = generate_for_item(manifest, item)
+        assert result.error is None and filled.candidate is not None
+        test = SUITE.by_id()[item.test_id]
+        body = provider.bodies("b")[-1]
+        assert user_text(body) == item.prompt and has_system(body) == (item.variant == "with-skills")
+        if isinstance(test, ExecutionTest):
+            expected = test.reference_solution if item.variant == "with-skills" else "function wpbp_nothing() {}"
+            assert _norm(filled.candidate.code) == _norm(expected)
+        else:
+            assert result.knowledge_score == (1.0 if item.variant == "with-skills" else 0.0)

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict
 
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest
-from wpbench_k8s.manifest import Candidate, ModelSpec, SkillSpec, prompt_hash
+from wpbench_k8s.errors import InputError
+from wpbench_k8s.manifest import Candidate, ManifestItem, ModelSpec, RunManifest, SkillSpec, prompt_hash
 from wpbench_k8s.models import prompts
 from wpbench_k8s.models.client import ModelCallError, RetryPolicy, complete
 from wpbench_k8s.models.extract import extract_candidate
@@ -91,3 +92,25 @@ def generate_candidate(
         candidate.extraction_error += " (the completion was cut off at max_tokens)"
     result.candidate = candidate
     return result
+
+
+def generate_for_item(
+    manifest: RunManifest, item: ManifestItem, *, retry: RetryPolicy | None = None
+) -> tuple[ManifestItem, GenerationResult]:
+    """For callers that hold a manifest (the in-cluster controller): generate one model item.
+
+    Resolves the item's model, test (from `manifest.tests`) and skills (the manifest's, for the
+    with-skills variant) exactly as the local pipeline does, sends the manifest's stored prompt,
+    and returns the item with its candidate filled in, plus the full result.
+
+    Raises:
+        InputError: the item names a model the manifest does not list.
+    """
+    from wpbench_k8s.pipeline import test_of  # the pipeline imports this module lazily too
+
+    model = next((m for m in manifest.models if m.name == item.model), None)
+    if model is None:
+        raise InputError(f"item {item.item_id}: model {item.model!r} is not in the manifest's models")
+    skills = list(manifest.skills) if item.variant == "with-skills" else []
+    result = generate_candidate(model, test_of(manifest, item.test_id), skills, item.prompt or None, retry=retry)
+    return item.model_copy(update={"candidate": result.candidate}), result
