@@ -1,0 +1,420 @@
+"""Cluster commands: `submit`, `status`, `results`, `logs`, `cancel` (a run on Kubernetes).
+
+`submit` builds the same run manifest as `wpbench-k8s run` (same flags, same meaning) and hands it
+to the controller as a WPBenchRun plus ConfigMaps the run owns; the others read the run back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from wpbench_k8s.commands.run import plan_from_flags, run_options
+from wpbench_k8s.errors import InputError, WPBenchError
+
+DEFAULT_NAMESPACE = "wpbench"
+_RUN_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class ClusterError(WPBenchError):
+    """The cluster said no (not found, forbidden, unreachable)."""
+
+    exit_code = 3
+
+
+def cluster_options(func: Any) -> Any:
+    """Where the run lives: kubeconfig, context, namespace (as kubectl spells them)."""
+    for option in reversed(
+        [
+            click.option("--kubeconfig", envvar="KUBECONFIG", type=click.Path(dir_okay=False), help="kubeconfig file."),
+            click.option("--context", help="kubeconfig context (default: the current one)."),
+            click.option("--namespace", "-n", help=f"Namespace (default: the context's, else {DEFAULT_NAMESPACE})."),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+class Cluster:
+    """The API clients for one kubeconfig/context/namespace (created lazily: --dry-run needs none)."""
+
+    def __init__(self, kubeconfig: str | None, context: str | None, namespace: str | None) -> None:
+        from kubernetes import client as k8s
+
+        from wpbench_k8s.executor.kubernetes import Kube, api_client
+
+        self.api = api_client(kubeconfig, context)
+        self.namespace = namespace or _context_namespace(kubeconfig, context) or DEFAULT_NAMESPACE
+        self.k8s = k8s
+        kube = Kube(self.api)
+        self.core, self.custom = kube.core, kube.custom
+
+    def run(self, name: str) -> dict[str, Any]:
+        from wpbench_controller import crd
+
+        try:
+            run: dict[str, Any] = self.custom.get_namespaced_custom_object(
+                crd.GROUP, crd.VERSION, self.namespace, crd.PLURAL, name
+            )
+        except self.k8s.ApiException as exc:
+            raise _api_error(exc, f"run {self.namespace}/{name}") from exc
+        return run
+
+
+def _context_namespace(kubeconfig: str | None, context: str | None) -> str | None:
+    try:
+        from kubernetes import config
+
+        kconfig: Any = config
+        contexts, active = kconfig.list_kube_config_contexts(kubeconfig)
+    except Exception:
+        return None
+    chosen = next((c for c in contexts if c["name"] == context), None) if context else active
+    ns = ((chosen or {}).get("context") or {}).get("namespace")
+    return str(ns) if ns else None
+
+
+def _api_error(exc: Any, what: str) -> ClusterError:
+    try:
+        message = json.loads(exc.body).get("message", exc.reason)
+    except (TypeError, ValueError):
+        message = exc.reason
+    if exc.status == 404:
+        return ClusterError(f"{what}: not found ({message})")
+    return ClusterError(f"{what}: {exc.status} {message}")
+
+
+# ---- submit -----------------------------------------------------------------------------------
+@click.command("submit")
+@run_options
+@cluster_options
+@click.option("--name", "run_name", help="Run name (default wpb-<run id>); lowercase DNS label, at most 40 chars.")
+@click.option(
+    "--max-in-flight",
+    type=click.IntRange(1, 1000),
+    help="Grader Jobs at once for this run (default: --execution-concurrency).",
+)
+@click.option(
+    "--infra-retries",
+    type=click.IntRange(0, 10),
+    default=2,
+    show_default=True,
+    help="Infrastructure failures (eviction, node loss, crash without verdict) retried per item.",
+)
+@click.option("--api-key-secret", help="Secret holding model API keys (model runs).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print every object the run would bring into the cluster (multi-document YAML); contact no cluster.",
+)
+def submit_command(**params: Any) -> None:
+    """Submit a run to the cluster: a WPBenchRun plus the ConfigMaps holding its manifest; prints the run name.
+
+    \b
+    Examples:
+      wpbench-k8s submit --check-reference-solution --limit 10 -n wpbench
+      wpbench-k8s submit --config run.yaml --context kind-wpbench
+      wpbench-k8s submit --check-reference-solution --dry-run > run.yaml
+    """
+    from wpbench_controller.objects import MAX_RUN_NAME, RunSettings
+
+    _, manifest = plan_from_flags(params)
+    name = params.get("run_name") or f"wpb-{manifest.run_id}".lower()
+    if len(name) > MAX_RUN_NAME or not _RUN_NAME.match(name):
+        raise InputError(f"--name: {name!r} must be a lowercase DNS label of at most {MAX_RUN_NAME} characters")
+    namespace = params.get("namespace")
+    if params.get("dry_run"):
+        namespace = (
+            namespace or _context_namespace(params.get("kubeconfig"), params.get("context")) or DEFAULT_NAMESPACE
+        )
+    settings_args = {
+        "name": name,
+        "max_in_flight": params.get("max_in_flight") or manifest.execution_concurrency,
+        "infra_retries": params["infra_retries"],
+        "api_key_secret": params.get("api_key_secret"),
+    }
+    if params.get("dry_run"):
+        import yaml
+
+        from wpbench_controller.objects import dry_run_objects
+
+        objects = dry_run_objects(manifest, RunSettings(namespace=namespace or DEFAULT_NAMESPACE, **settings_args))
+        click.echo(
+            f"# wpbench-k8s submit --dry-run: run {name}, {len(manifest.items)} items, manifest {manifest.digest()}"
+        )
+        click.echo("# uids are placeholders: the API server assigns them when the run is created")
+        click.echo(yaml.safe_dump_all(objects, sort_keys=False), nl=False)
+        return
+    cluster = Cluster(params.get("kubeconfig"), params.get("context"), namespace)
+    settings = RunSettings(namespace=cluster.namespace, **settings_args)
+    submit(cluster, manifest, settings)
+    click.echo(name)
+
+
+def submit(cluster: Cluster, manifest: Any, settings: Any) -> str:
+    """Create the run, then its payload ConfigMaps owned by it (the controller waits for all of them)."""
+    from wpbench_controller import crd
+    from wpbench_controller.objects import owner_reference, payload_config_maps, run_object
+    from wpbench_k8s.executor.kubernetes import to_dict
+
+    maps = payload_config_maps(manifest, settings, None)
+    names = [m.metadata.name for m in maps if m.metadata and m.metadata.name]
+    body = run_object(manifest, settings, names)
+    try:
+        created = cluster.custom.create_namespaced_custom_object(
+            crd.GROUP, crd.VERSION, settings.namespace, crd.PLURAL, body
+        )
+    except cluster.k8s.ApiException as exc:
+        raise _api_error(exc, f"create run {settings.namespace}/{settings.name}") from exc
+    owner = owner_reference(settings.name, created["metadata"]["uid"])
+    for cm in maps:
+        assert cm.metadata is not None
+        cm.metadata.owner_references = [owner]
+        try:
+            cluster.core.create_namespaced_config_map(settings.namespace, to_dict(cm), _preload_content=False)
+        except cluster.k8s.ApiException as exc:
+            raise _api_error(exc, f"create ConfigMap {cm.metadata.name}") from exc
+    return str(settings.name)
+
+
+# ---- status -----------------------------------------------------------------------------------
+def _status_line(run: dict[str, Any]) -> str:
+    st = run.get("status") or {}
+    total = st.get("total", run["spec"].get("items", "?"))
+    return (
+        f"{run['metadata']['name']}: {st.get('phase', 'Pending')}  {st.get('done', 0)}/{total} done"
+        f"  passed {st.get('passed', 0)}  failed {st.get('failed', 0)}  errors {st.get('errors', 0)}"
+        f"  infra {st.get('infraErrors', 0)} (retries {st.get('infraRetries', 0)})  score {st.get('score', 0.0)}"
+        + (f"\n  {st['message']}" if st.get("message") else "")
+    )
+
+
+@click.command("status")
+@click.argument("run_name")
+@cluster_options
+@click.option("--watch", "-w", is_flag=True, help="Follow the run with a progress bar until it finishes.")
+def status_command(
+    run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None, watch: bool
+) -> None:
+    """Show a run's phase, done/total, passes, failures and infra retries."""
+    from wpbench_controller import crd
+
+    cluster = Cluster(kubeconfig, context, namespace)
+    run = cluster.run(run_name)
+    if not watch:
+        click.echo(_status_line(run))
+        return
+    import kubernetes.watch
+
+    kwatch: Any = kubernetes.watch
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[counts]}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        bar = progress.add_task(run_name, total=None, counts="")
+
+        def show(obj: dict[str, Any]) -> bool:
+            st = obj.get("status") or {}
+            progress.update(
+                bar,
+                total=st.get("total") or obj["spec"].get("items"),
+                completed=st.get("done", 0),
+                description=f"{run_name} {st.get('phase', 'Pending')}",
+                counts=f"passed {st.get('passed', 0)} failed {st.get('failed', 0)} "
+                f"infra {st.get('infraErrors', 0)}/{st.get('infraRetries', 0)}",
+            )
+            return st.get("phase") in crd.TERMINAL_PHASES
+
+        done = show(run)
+        version = run["metadata"]["resourceVersion"]
+        while not done:
+            w = kwatch.Watch()
+            for event in w.stream(
+                cluster.custom.list_namespaced_custom_object,
+                crd.GROUP,
+                crd.VERSION,
+                cluster.namespace,
+                crd.PLURAL,
+                field_selector=f"metadata.name={run_name}",
+                resource_version=version,
+                timeout_seconds=60,
+                deserialize=False,
+            ):
+                obj = event["object"]
+                if event["type"] == "DELETED":
+                    raise ClusterError(f"run {run_name} was deleted")
+                if event["type"] in ("ADDED", "MODIFIED"):
+                    version = obj["metadata"]["resourceVersion"]
+                    run = obj
+                    if show(obj):
+                        done = True
+                        w.stop()
+                        break
+    click.echo(_status_line(run))
+    if (run.get("status") or {}).get("phase") != "Succeeded":
+        sys.exit(1)
+
+
+# ---- results ----------------------------------------------------------------------------------
+def load_manifest(cluster: Cluster, run: dict[str, Any]) -> Any:
+    from wpbench_controller.payload import PayloadError, join_manifest
+    from wpbench_k8s.executor.kubernetes import read_json
+
+    chunks = []
+    for name in run["spec"]["payload"]["configMaps"]:
+        try:
+            cm = read_json(cluster.core.read_namespaced_config_map(name, cluster.namespace, _preload_content=False))
+        except cluster.k8s.ApiException as exc:
+            raise _api_error(exc, f"payload ConfigMap {name}") from exc
+        chunks.append(cm.get("data") or {})
+    try:
+        return join_manifest(chunks, run["spec"]["manifestDigest"]).manifest
+    except PayloadError as exc:
+        raise ClusterError(f"run {run['metadata']['name']}: {exc}") from exc
+
+
+@click.command("results")
+@click.argument("run_name")
+@cluster_options
+@click.option(
+    "--output",
+    "-o",
+    "output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="JSONL path; the summary JSON goes beside it (same stem, .json).",
+)
+def results_command(
+    run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None, output: Path
+) -> None:
+    """Fetch a run's records: the same JSONL (and summary JSON) a local `wpbench-k8s run` writes.
+
+    An unfinished run's records go to OUTPUT.partial (no summary), as a local run's do.
+    """
+    from wpbench_controller.results import read_records
+    from wpbench_k8s.outputs import now_iso, summarize
+
+    cluster = Cluster(kubeconfig, context, namespace)
+    run = cluster.run(run_name)
+    manifest = load_manifest(cluster, run)
+    rank = {item.item_id: i for i, item in enumerate(manifest.items)}
+    records = sorted(
+        read_records(cluster.core, cluster.namespace, run_name), key=lambda r: rank.get(r.item_id, len(rank))
+    )
+    status = run.get("status") or {}
+    complete = status.get("phase") == "Succeeded" and len(records) == len(manifest.items)
+    target = output if complete else output.with_name(output.name + ".partial")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    if complete:
+        summary = summarize(
+            manifest,
+            records,
+            executor="kubernetes",
+            started_at=status.get("startTime") or now_iso(),
+            finished_at=status.get("completionTime") or now_iso(),
+            extra={
+                "cluster": {
+                    "namespace": cluster.namespace,
+                    "run": run_name,
+                    "infra_retries": status.get("infraRetries", 0),
+                }
+            },
+        )
+        summary_path = output.with_suffix(".json")
+        summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        click.echo(f"{len(records)} records -> {target}; summary -> {summary_path}", err=True)
+    else:
+        click.echo(
+            f"run {run_name} is {status.get('phase', 'Pending')}: "
+            f"{len(records)}/{len(manifest.items)} records -> {target}",
+            err=True,
+        )
+
+
+# ---- logs -------------------------------------------------------------------------------------
+@click.command("logs")
+@click.argument("run_name")
+@click.argument("test_id")
+@cluster_options
+@click.option("--model", help="Only this model's pod (model runs grade a test once per model).")
+def logs_command(
+    run_name: str, test_id: str, kubeconfig: str | None, context: str | None, namespace: str | None, model: str | None
+) -> None:
+    """Show the grader pod log of one test of a run (the stored verdict once the pod is gone)."""
+    from wpbench_controller.results import read_records
+    from wpbench_k8s.executor.kubernetes import LABEL_MODEL, LABEL_RUN, LABEL_TEST, label_value, pod_log, read_json
+
+    cluster = Cluster(kubeconfig, context, namespace)
+    selector = f"{LABEL_RUN}={label_value(run_name)},{LABEL_TEST}={label_value(test_id)}"
+    if model:
+        selector += f",{LABEL_MODEL}={label_value(model)}"
+    click.echo(f"# kubectl logs -n {cluster.namespace} -l {selector} --tail=-1", err=True)
+    pods = read_json(
+        cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector, _preload_content=False)
+    )
+    shown = 0
+    for pod in sorted(pods["items"], key=lambda p: p["metadata"].get("creationTimestamp") or ""):
+        try:
+            text = pod_log(cluster.core, cluster.namespace, pod["metadata"]["name"])
+        except cluster.k8s.ApiException as exc:
+            text = f"(log not available: {exc.status} {exc.reason})\n"
+        click.echo(f"==> pod {pod['metadata']['name']} ({(pod.get('status') or {}).get('phase')}) <==", err=True)
+        click.echo(text, nl=not text.endswith("\n"))
+        shown += 1
+    if shown:
+        return
+    stored = [
+        r
+        for r in read_records(cluster.core, cluster.namespace, run_name)
+        if r.test_id == test_id and (model is None or r.model == model)
+    ]
+    if not stored:
+        cluster.run(run_name)  # a clear error when the run itself is missing
+        raise ClusterError(f"no pod and no stored result for test {test_id} in run {run_name}")
+    for record in stored:
+        click.echo(f"==> {record.item_id}: pod already collected; the stored verdict <==", err=True)
+        doc = (
+            record.grader.verdict.model_dump(mode="json")
+            if record.grader.verdict
+            else record.grader.model_dump(mode="json")
+        )
+        click.echo(json.dumps(doc, indent=2))
+
+
+# ---- cancel -----------------------------------------------------------------------------------
+@click.command("cancel")
+@click.argument("run_name")
+@cluster_options
+def cancel_command(run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None) -> None:
+    """Stop a run: the controller deletes its running Jobs; stored results stay (`results` still works)."""
+    from wpbench_controller import crd
+
+    cluster = Cluster(kubeconfig, context, namespace)
+    cluster.run(run_name)
+    cluster.custom.patch_namespaced_custom_object(
+        crd.GROUP,
+        crd.VERSION,
+        cluster.namespace,
+        crd.PLURAL,
+        run_name,
+        {"spec": {"cancel": True}},
+        _content_type="application/merge-patch+json",
+    )
+    click.echo(f"cancel requested for {cluster.namespace}/{run_name}")
+
+
+commands = [submit_command, status_command, results_command, logs_command, cancel_command]

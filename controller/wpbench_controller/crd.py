@@ -1,0 +1,154 @@
+"""The WPBenchRun custom resource: one benchmark run submitted to the cluster.
+
+The chart ships the CRD built here (`charts/wpbench-k8s/crds/wpbenchruns.yaml`, kept in sync by a
+test); `python -m wpbench_controller.crd` prints it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import yaml
+
+from wpbench_k8s.executor.kubernetes import GROUP as GROUP
+
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "WPBenchRun"
+PLURAL = "wpbenchruns"
+SINGULAR = "wpbenchrun"
+SHORT_NAMES = ["wpbr"]
+PHASES = ("Pending", "Running", "Succeeded", "Failed", "Cancelled")
+TERMINAL_PHASES = ("Succeeded", "Failed", "Cancelled")
+
+_INT = {"type": "integer", "minimum": 0}
+_STR = {"type": "string"}
+
+SPEC_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["runId", "manifestDigest", "payload"],
+    "properties": {
+        "runId": {"type": "string", "minLength": 1, "description": "The run manifest's run_id (records carry it)."},
+        "manifestDigest": {
+            "type": "string",
+            "pattern": "^sha256:[0-9a-f]{64}$",
+            "description": "sha256 of the manifest's canonical JSON; the controller refuses a payload that differs.",
+        },
+        "mode": {"type": "string", "enum": ["reference", "exploits", "completions", "models"]},
+        "suite": _STR,
+        "items": {**_INT, "description": "Candidates to grade."},
+        "payload": {
+            "type": "object",
+            "required": ["configMaps"],
+            "description": "ConfigMaps (owned by this run) holding the manifest in chunks.",
+            "properties": {"configMaps": {"type": "array", "minItems": 1, "items": _STR}},
+        },
+        "maxInFlight": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Grader Jobs at once."},
+        "infraRetries": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Infra retries per item."},
+        "graderImage": {**_STR, "description": "Informational: the manifest's grader image."},
+        "apiKeySecret": {**_STR, "description": "Secret with model API keys (model runs only)."},
+        "cancel": {"type": "boolean", "description": "Set by `wpbench-k8s cancel`: stop and delete running Jobs."},
+    },
+}
+
+STATUS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "phase": {"type": "string", "enum": list(PHASES)},
+        "message": _STR,
+        "observedGeneration": {"type": "integer"},
+        "total": _INT,
+        "done": _INT,
+        "inFlight": _INT,
+        "passed": _INT,
+        "failed": _INT,
+        "errors": _INT,
+        "infraErrors": _INT,
+        "infraRetries": _INT,
+        "progress": _STR,
+        "score": {"type": "number"},
+        "resultConfigMaps": {"type": "array", "items": _STR},
+        "startTime": {"type": "string", "format": "date-time"},
+        "completionTime": {"type": "string", "format": "date-time"},
+        "conditions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["type", "status"],
+                "properties": {
+                    "type": _STR,
+                    "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                    "reason": _STR,
+                    "message": _STR,
+                    "lastTransitionTime": {"type": "string", "format": "date-time"},
+                },
+            },
+        },
+    },
+}
+
+PRINTER_COLUMNS: list[dict[str, Any]] = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Progress", "type": "string", "jsonPath": ".status.progress"},
+    {"name": "Score", "type": "number", "jsonPath": ".status.score"},
+    {"name": "Passed", "type": "integer", "jsonPath": ".status.passed", "priority": 1},
+    {"name": "Infra", "type": "integer", "jsonPath": ".status.infraErrors", "priority": 1},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def crd() -> dict[str, Any]:
+    """The CustomResourceDefinition for WPBenchRun (namespaced, status subresource, printer columns)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{PLURAL}.{GROUP}",
+            "labels": {"app.kubernetes.io/part-of": "wpbench-k8s"},
+        },
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": SHORT_NAMES,
+                "categories": ["wpbench"],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A WP-Bench grading run: one grader Job per candidate.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": _STR,
+                                "kind": _STR,
+                                "metadata": {"type": "object"},
+                                "spec": SPEC_SCHEMA,
+                                "status": STATUS_SCHEMA,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def crd_yaml() -> str:
+    header = "# Generated by `python -m wpbench_controller.crd`; do not edit by hand.\n"
+    return header + yaml.safe_dump(crd(), sort_keys=False)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(crd_yaml())

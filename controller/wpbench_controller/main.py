@@ -1,0 +1,110 @@
+"""`wpbench-controller`: reconcile WPBenchRuns in the given namespaces until SIGTERM.
+
+In a pod it uses the service account; elsewhere a kubeconfig (`--kubeconfig`, `KUBECONFIG`).
+`/healthz` on `--health-port` answers 200 once the watches are running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
+
+from wpbench_controller.controller import Controller
+from wpbench_controller.reconciler import Options
+from wpbench_k8s import __version__
+from wpbench_k8s.errors import WPBenchError
+from wpbench_k8s.executor.kubernetes import DEFAULT_INFRA_RETRIES, api_client
+
+USER_AGENT = f"wpbench-controller/{__version__}"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(prog="wpbench-controller", description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig (default: in-cluster)")
+    parser.add_argument("--context", default=env("WPBENCH_K8S_CONTEXT"))
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        default=None,
+        help="namespace to watch; repeatable or comma-separated (env WPBENCH_NAMESPACES, default wpbench)",
+    )
+    parser.add_argument("--resync-seconds", type=float, default=float(env("WPBENCH_RESYNC_SECONDS", "30")))
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=int(env("WPBENCH_MAX_IN_FLIGHT", "2")),
+        help="grader Jobs per run at once when the run does not say",
+    )
+    parser.add_argument(
+        "--infra-retries", type=int, default=int(env("WPBENCH_INFRA_RETRIES", str(DEFAULT_INFRA_RETRIES)))
+    )
+    parser.add_argument(
+        "--image-pull-policy",
+        default=env("WPBENCH_IMAGE_PULL_POLICY", "IfNotPresent"),
+        choices=["Always", "IfNotPresent", "Never"],
+    )
+    parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between counter-only status writes")
+    parser.add_argument("--health-port", type=int, default=int(env("WPBENCH_HEALTH_PORT", "8080")), help="0 disables")
+    parser.add_argument("--log-level", default=env("WPBENCH_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    raw = args.namespace or [env("WPBENCH_NAMESPACES", "wpbench")]
+    args.namespaces = [ns.strip() for value in raw for ns in value.split(",") if ns.strip()]
+    return args
+
+
+def _serve_health(port: int, controller: Controller) -> ThreadingHTTPServer:
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            ok = self.path in ("/healthz", "/readyz") and controller.healthy.is_set()
+            self.send_response(200 if ok else 503)
+            self.end_headers()
+            self.wfile.write(b"ok\n" if ok else b"not ready\n")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("0.0.0.0", port), Health)
+    threading.Thread(target=server.serve_forever, name="health", daemon=True).start()
+    return server
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        api = api_client(args.kubeconfig, args.context, user_agent=USER_AGENT)
+    except WPBenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    options = Options(
+        default_max_in_flight=args.max_in_flight,
+        default_infra_retries=args.infra_retries,
+        image_pull_policy=args.image_pull_policy,
+        status_interval=args.status_interval,
+    )
+    controller = Controller(api, args.namespaces, options=options, resync_seconds=args.resync_seconds)
+    health = _serve_health(args.health_port, controller) if args.health_port else None
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        controller.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        controller.run()
+    finally:
+        if health is not None:
+            health.shutdown()
+
+
+if __name__ == "__main__":
+    main()

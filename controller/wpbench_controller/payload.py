@@ -1,0 +1,148 @@
+"""The run manifest as ConfigMaps owned by the run, each under the 1 MiB object limit.
+
+Chunk 0 holds the manifest header (everything but tests and items) and an index; chunks 1..n hold
+tests and items. Each item's grader task is its own key, next to the item, so a grader pod mounts
+exactly one key of one ConfigMap. Reassembly gives back the very manifest (same digest) submitted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from wpbench_k8s.executor.kubernetes import short_hash
+from wpbench_k8s.manifest import ManifestItem, RunManifest
+from wpbench_runtime.contract import GradeTask
+
+# ConfigMap data may hold 1 MiB; stay well under it for metadata and JSON escaping headroom.
+CHUNK_BUDGET = 900 * 1024
+HEADER_KEY = "manifest.json"
+INDEX_KEY = "index.json"
+
+
+class PayloadError(Exception):
+    """The payload ConfigMaps are missing, too big, or do not add up to the submitted manifest."""
+
+
+def payload_name(run_name: str, index: int) -> str:
+    return f"{run_name}-payload-{index}"
+
+
+def item_key(item_id: str) -> str:
+    """A ConfigMap key for an item: readable, unique, `[-._a-zA-Z0-9]+`."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", item_id).strip("-.")[:80]
+    return f"{slug}.{short_hash(item_id, 8)}"
+
+
+def item_data_key(key: str) -> str:
+    return f"item.{key}.json"
+
+
+def task_data_key(key: str) -> str:
+    return f"task.{key}.json"
+
+
+def test_data_key(test_id: str) -> str:
+    return f"test.{item_key(test_id)}.json"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+@dataclass
+class Chunk:
+    data: dict[str, str]
+    size: int = 0
+
+    def add(self, key: str, value: str) -> None:
+        self.data[key] = value
+        self.size += len(key) + len(value.encode())
+
+
+def split_manifest(manifest: RunManifest, run_name: str, budget: int = CHUNK_BUDGET) -> list[dict[str, str]]:
+    """The manifest as a list of ConfigMap `data` maps; index 0 is the header + index.
+
+    Raises:
+        PayloadError: one item (with its task) or one test alone exceeds the budget.
+    """
+    chunks: list[Chunk] = []
+
+    def place(entries: dict[str, str]) -> int:
+        size = sum(len(k) + len(v.encode()) for k, v in entries.items())
+        if size > budget:
+            raise PayloadError(f"{', '.join(entries)}: {size} bytes exceed the {budget}-byte ConfigMap budget")
+        if not chunks or chunks[-1].size + size > budget:
+            chunks.append(Chunk({}))
+        for k, v in entries.items():
+            chunks[-1].add(k, v)
+        return len(chunks)  # chunk numbers start at 1; 0 is the header
+
+    tests: dict[str, int] = {}
+    for test_id, test in manifest.tests.items():
+        tests[test_id] = place({test_data_key(test_id): _dumps(test)})
+    items: list[list[Any]] = []
+    for item in manifest.items:
+        key = item_key(item.item_id)
+        entries = {item_data_key(key): _dumps(item.model_dump(mode="json", exclude={"task"}))}
+        if item.task is not None:
+            entries[task_data_key(key)] = item.task.model_dump_json()
+        items.append([item.item_id, key, place(entries)])
+    header = manifest.model_dump(mode="json", exclude={"items", "tests"})
+    index = {"items": items, "tests": tests, "chunks": len(chunks) + 1}
+    head = Chunk({})
+    head.add(HEADER_KEY, _dumps(header))
+    head.add(INDEX_KEY, _dumps(index))
+    if head.size > budget:
+        raise PayloadError(f"manifest header and index take {head.size} bytes, more than one ConfigMap holds")
+    return [head.data, *(c.data for c in chunks)]
+
+
+@dataclass
+class Payload:
+    """A reassembled manifest plus where each item's task lives (for the Job's ConfigMap mount)."""
+
+    manifest: RunManifest
+    keys: dict[str, str]  # item_id -> item key
+    chunk_of: dict[str, int]  # item_id -> chunk number
+
+    def item(self, item_id: str) -> ManifestItem:
+        return self._items[item_id]
+
+    def __post_init__(self) -> None:
+        self._items = {i.item_id: i for i in self.manifest.items}
+
+
+def join_manifest(chunks: list[dict[str, str]], expected_digest: str | None = None) -> Payload:
+    """Rebuild the manifest from its ConfigMaps' data (in chunk order) and check its digest.
+
+    Raises:
+        PayloadError: a chunk or key is missing, or the digest differs from `expected_digest`.
+    """
+    if not chunks or HEADER_KEY not in chunks[0] or INDEX_KEY not in chunks[0]:
+        raise PayloadError("payload chunk 0 has no manifest header or index")
+    header = json.loads(chunks[0][HEADER_KEY])
+    index = json.loads(chunks[0][INDEX_KEY])
+    if index["chunks"] != len(chunks):
+        raise PayloadError(f"payload has {len(chunks)} chunks, the index says {index['chunks']}")
+    try:
+        tests = {tid: json.loads(chunks[n][test_data_key(tid)]) for tid, n in index["tests"].items()}
+        items: list[ManifestItem] = []
+        keys: dict[str, str] = {}
+        chunk_of: dict[str, int] = {}
+        for item_id, key, n in index["items"]:
+            data = chunks[n]
+            item = ManifestItem.model_validate_json(data[item_data_key(key)])
+            if task_data_key(key) in data:
+                item.task = GradeTask.model_validate_json(data[task_data_key(key)])
+            items.append(item)
+            keys[item_id] = key
+            chunk_of[item_id] = n
+    except (KeyError, IndexError) as exc:
+        raise PayloadError(f"payload is missing {exc}") from exc
+    manifest = RunManifest.model_validate({**header, "tests": tests, "items": items})
+    if expected_digest and manifest.digest() != expected_digest:
+        raise PayloadError(f"payload digest {manifest.digest()} differs from the run's {expected_digest}")
+    return Payload(manifest, keys, chunk_of)
