@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from kubernetes import client as k8s
 
+from wpbench_controller.generation import Generated
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import Executor, GraderSpec
 from wpbench_k8s.executor.kubernetes import JobOutcome, VerdictUnreadable, job_outcome, pod_log, read_verdict
@@ -92,12 +94,20 @@ class _NoGrader(Executor):
         return 0
 
 
-def record_without_pod(manifest: RunManifest, item: ManifestItem, usage: Usage | None = None) -> Record:
-    """Knowledge items and unextractable completions: scored in the controller, exactly like a local run."""
+def record_without_pod(manifest: RunManifest, item: ManifestItem, generated: Generated | None = None) -> Record:
+    """Knowledge items and unextractable completions: scored in the controller, exactly like a local run.
+
+    For model items, `item` is the manifest's (no candidate) and `generated` replays the stored model
+    call through the same `ItemGrader` the local run uses, so answers and usage are recorded alike.
+    """
+    replay = None
+    if generated is not None:
+        result = SimpleNamespace(
+            candidate=generated.item.candidate, usage=generated.usage, error=generated.error, answer=generated.answer
+        )
+        replay = lambda *args: result  # noqa: E731
     try:
-        record = ItemGrader(manifest, _NoGrader(manifest.grader, manifest.run_id))(item)
+        return ItemGrader(manifest, _NoGrader(manifest.grader, manifest.run_id), generate=replay)(item)
     except (InputError, ImportError) as exc:
+        usage = generated.usage if generated else None
         return build_record(manifest, item, None, usage=usage, error=f"not gradable: {exc}")
-    if usage is not None:
-        record = record.model_copy(update={"usage": usage})
-    return record

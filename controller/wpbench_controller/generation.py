@@ -34,14 +34,17 @@ def generate_candidates(manifest: RunManifest, item: ManifestItem) -> Generated:
     """Ask `item.model` for a candidate for `item.test_id` and return the item with it filled in.
 
     Called by the reconciler once per model item, before its Job exists; the result is stored in the
-    run's `<run>-generated-N` ConfigMaps before any Job is created, so a restarted controller never calls the
-    model twice for the same item. API keys come from the Secret the run names (`spec.apiKeySecret`),
-    mounted into the controller's environment by the chart.
+    run's `<run>-generated-N` ConfigMaps before any Job is created, so a restarted controller never
+    calls the model twice for the same item. API keys come from the Secret the chart mounts into the
+    controller's environment (`apiKeySecret`). The model call itself is the local harness's
+    (`wpbench_k8s.models.generate.generate_for_item`): same prompt, skills, retries and extraction.
 
     Raises:
-        GenerationUnavailable: model generation is not part of this build yet.
+        GenerationUnavailable: the models module (LiteLLM) is not installed in this build.
     """
-    raise GenerationUnavailable(
-        f"item {item.item_id}: model generation is not wired into the controller yet "
-        "(wpbench_controller.generation.generate_candidates); submit reference, exploit or completions runs"
-    )
+    try:
+        from wpbench_k8s.models.generate import generate_for_item  # imports LiteLLM: only on this path
+    except ImportError as exc:
+        raise GenerationUnavailable(f"item {item.item_id}: model generation unavailable: {exc}") from exc
+    filled, result = generate_for_item(manifest, item)
+    return Generated(item=filled, usage=result.usage, answer=result.answer, error=result.error)

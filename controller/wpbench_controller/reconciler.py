@@ -26,7 +26,7 @@ from kubernetes import client as k8s
 
 from wpbench_controller import crd
 from wpbench_controller.collector import collect, record_without_pod
-from wpbench_controller.generation import GenerationUnavailable, generate_candidates
+from wpbench_controller.generation import Generated, GenerationUnavailable, generate_candidates
 from wpbench_controller.objects import (
     COMPONENT_GENERATED,
     RunSettings,
@@ -37,6 +37,7 @@ from wpbench_controller.objects import (
 )
 from wpbench_controller.payload import Payload, PayloadError, join_manifest, payload_name, task_data_key
 from wpbench_controller.results import ResultStore, Shards
+from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.kubernetes import (
     ANNOTATION_ITEM_ID,
     DEFAULT_INFRA_RETRIES,
@@ -50,8 +51,25 @@ from wpbench_k8s.executor.kubernetes import (
 )
 from wpbench_k8s.manifest import Candidate, ManifestItem
 from wpbench_k8s.records import Record, Usage
+from wpbench_k8s.scoring import build_record
 
 log = logging.getLogger(__name__)
+
+
+def _task_with_candidate(item: ManifestItem) -> ManifestItem:
+    """The item whose grader task carries its candidate's code or files (what ItemGrader grades)."""
+    if item.task is None or item.candidate is None:
+        return item
+    task = item.task.model_copy(update={"code": item.candidate.code, "files": item.candidate.files})
+    return item.model_copy(update={"task": task})
+
+
+def _generated_from_json(item: ManifestItem, stored: str) -> Generated:
+    doc = json.loads(stored)
+    candidate = Candidate.model_validate(doc["candidate"])
+    filled = _task_with_candidate(item.model_copy(update={"candidate": candidate}))
+    usage = Usage.model_validate(doc["usage"]) if doc.get("usage") else None
+    return Generated(item=filled, usage=usage, answer=doc.get("answer"))
 
 
 def now_iso() -> str:
@@ -66,9 +84,7 @@ class RunCache:
     payload: Payload
     results: ResultStore
     generated: Shards
-    gen_items: dict[str, tuple[ManifestItem, Usage | None, str]] = field(
-        default_factory=dict
-    )  # id -> item, usage, shard
+    generated_items: dict[str, tuple[Generated, str]] = field(default_factory=dict)  # id -> (generation, shard)
     policy_ready: bool = False
     last_status_write: float = 0.0
 
@@ -151,15 +167,9 @@ class Reconciler:
         data = cache.generated.load()
         for item_id, key in cache.payload.keys.items():
             stored = data.get(f"generated.{key}.json")
-            if stored is None:
-                continue
-            doc = json.loads(stored)
-            candidate = Candidate.model_validate(doc["candidate"])
-            item = cache.payload.item(item_id).model_copy(update={"candidate": candidate})
-            if item.task is not None:
-                item.task = item.task.model_copy(update={"code": candidate.code, "files": candidate.files})
-            usage = Usage.model_validate(doc["usage"]) if doc.get("usage") else None
-            cache.gen_items[item_id] = (item, usage, cache.generated.where.get(task_data_key(key), ""))
+            if stored is not None:
+                generated = _generated_from_json(cache.payload.item(item_id), stored)
+                cache.generated_items[item_id] = (generated, cache.generated.where.get(task_data_key(key), ""))
 
     def settings(self, namespace: str, name: str, run: dict[str, Any]) -> RunSettings:
         spec = run["spec"]
@@ -259,9 +269,9 @@ class Reconciler:
         return requeue
 
     def _pod_item(self, cache: RunCache, item_id: str) -> tuple[ManifestItem, Usage | None]:
-        if item_id in cache.gen_items:
-            item, usage, _ = cache.gen_items[item_id]
-            return item, usage
+        if item_id in cache.generated_items:
+            generated, _ = cache.generated_items[item_id]
+            return generated.item, generated.usage
         return cache.payload.item(item_id), None
 
     def _aborted(self, cache: RunCache) -> str | None:
@@ -288,17 +298,19 @@ class Reconciler:
                 break
             if item.item_id in cache.results or item.item_id in active:
                 continue
-            usage: Usage | None = None
+            generated: Generated | None = None
             if item.candidate is None:
-                generated = self._generate(cache, item)
-                if isinstance(generated, Record):
-                    no_pod.append(generated)
+                outcome = self._generate(cache, item)
+                if isinstance(outcome, Record):
+                    no_pod.append(outcome)
                     continue
-                item, usage, shard = generated
+                generated, shard = outcome
+                item = generated.item
             else:
                 shard = payload_name(settings.name, cache.payload.chunk_of[item.item_id])
             if not needs_pod(item):
-                no_pod.append(record_without_pod(manifest, item, usage))
+                original = cache.payload.item(item.item_id)
+                no_pod.append(record_without_pod(manifest, original if generated else item, generated))
                 continue
             source = TaskSource(shard, task_data_key(cache.payload.keys[item.item_id]))
             job = item_job(manifest, item, settings, source, owner)
@@ -318,38 +330,34 @@ class Reconciler:
             return started, 0.0  # more may be schedulable now
         return started, None
 
-    def _generate(self, cache: RunCache, item: ManifestItem) -> tuple[ManifestItem, Usage | None, str] | Record:
+    def _generate(self, cache: RunCache, item: ManifestItem) -> tuple[Generated, str] | Record:
         """Model items: the candidate from the hook, stored in the cluster before any Job uses it."""
-        if item.item_id in cache.gen_items:
-            return cache.gen_items[item.item_id]
+        if item.item_id in cache.generated_items:
+            return cache.generated_items[item.item_id]
         manifest = cache.payload.manifest
-        from wpbench_k8s.scoring import build_record
-
         try:
             generated = generate_candidates(manifest, item)
-        except GenerationUnavailable as exc:
+        except (GenerationUnavailable, InputError) as exc:
             return build_record(manifest, item, None, error=f"generation: {exc}")
         if generated.error or generated.item.candidate is None:
             return build_record(manifest, item, None, usage=generated.usage, error=generated.error or "no candidate")
-        gen_item = generated.item
+        candidate = generated.item.candidate
+        if generated.item.task is not None:
+            generated.item.task = generated.item.task.model_copy(
+                update={"code": candidate.code, "files": candidate.files}
+            )
         key = cache.payload.keys[item.item_id]
-        entries = {
-            f"generated.{key}.json": json.dumps(
-                {
-                    "candidate": gen_item.candidate.model_dump(mode="json") if gen_item.candidate else None,
-                    "usage": generated.usage.model_dump(mode="json") if generated.usage else None,
-                    "answer": generated.answer,
-                }
-            )
+        doc = {
+            "candidate": candidate.model_dump(mode="json"),
+            "usage": generated.usage.model_dump(mode="json") if generated.usage else None,
+            "answer": generated.answer,
         }
-        if gen_item.task is not None and gen_item.candidate is not None:
-            gen_item.task = gen_item.task.model_copy(
-                update={"code": gen_item.candidate.code, "files": gen_item.candidate.files}
-            )
-            entries[task_data_key(key)] = gen_item.task.model_dump_json()
+        entries = {f"generated.{key}.json": json.dumps(doc)}
+        if generated.item.task is not None:
+            entries[task_data_key(key)] = generated.item.task.model_dump_json()
         _, where = cache.generated.put(entries)
-        cache.gen_items[item.item_id] = (gen_item, generated.usage, where.get(task_data_key(key), ""))
-        return cache.gen_items[item.item_id]
+        cache.generated_items[item.item_id] = (generated, where.get(task_data_key(key), ""))
+        return cache.generated_items[item.item_id]
 
     # ---- writes ---------------------------------------------------------------------------
     def _create(self, call: Any) -> None:
