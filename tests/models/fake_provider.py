@@ -73,7 +73,7 @@ def rejects_temperature(then: Responder) -> Responder:
 
 
 class FakeProvider:
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self._lock = threading.Lock()
         self._scripts: dict[str, list[Reply]] = {}
         self._responders: dict[str, Responder] = {}
@@ -117,7 +117,7 @@ class FakeProvider:
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-provider", daemon=True)
 
@@ -165,6 +165,7 @@ class FakeProvider:
             self.requests.append({**body, "_authorization": authorization})
             script = self._scripts.get(model)
             responder = self._responders.get(model) or self.default
+            reply: Reply | None
             if script and (len(script) > 1 or responder is not None):
                 reply = script.pop(0)
             else:
@@ -217,20 +218,32 @@ if __name__ == "__main__":  # pragma: no cover - manual runs
     from wpbench_k8s.dataset import ExecutionTest, load_suite
     from wpbench_k8s.models.prompts import build_prompt
 
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description="Answer every test of a suite with its reference solution.")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--suite", default=str(Path(__file__).resolve().parents[1] / "fixtures/suites/mini"))
+    parser.add_argument(
+        "--needs-skill",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="this model (name after openai/) answers wrongly unless a skill system message is sent",
+    )
     args = parser.parse_args()
-    suite = load_suite(Path(args.suite))
-    answers = {}
-    for t in suite.all_tests():
-        if isinstance(t, ExecutionTest):
-            answers[build_prompt(t)] = f"```php\n<?php\n{t.reference_solution}\n```"
-        else:
+    answers: dict[str, str] = {}
+    for t in load_suite(Path(args.suite)).all_tests():
+        if not isinstance(t, ExecutionTest):
             answers[build_prompt(t)] = t.correct_answer
-    fake = FakeProvider()
-    fake.default = lambda body: Reply(content=answers.get(user_text(body), "I do not know."))
-    fake._server.server_close()
-    fake._server = ThreadingHTTPServer(("127.0.0.1", args.port), fake._server.RequestHandlerClass)
-    print(f"serving on http://127.0.0.1:{args.port}/v1", flush=True)
+        elif t.artifact_kind == "wp_plugin_files":
+            answers[build_prompt(t)] = "```json\n" + json.dumps({"files": t.reference_files}) + "\n```"
+        else:
+            answers[build_prompt(t)] = f"```php\n<?php\n{t.reference_solution}\n```"
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if body.get("model") in args.needs_skill and not has_system(body):
+            return Reply(content="```php\n// not sure\n```")
+        return Reply(content=answers.get(user_text(body), "I do not know."))
+
+    fake = FakeProvider(args.port)
+    fake.default = answer
+    print(f"serving on {fake.url}", flush=True)
     fake._server.serve_forever()

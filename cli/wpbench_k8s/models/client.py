@@ -21,6 +21,7 @@ import importlib
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -355,6 +356,7 @@ def _short(exc: BaseException | None) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     for prefix in ("litellm.", "OpenAIException - "):
         text = text.replace(prefix, "")
+    text = re.sub(r"^(\w+): \1: ", r"\1: ", text)  # "RateLimitError: RateLimitError: ..." -> once
     return text[:300]
 
 
