@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from wpbench_k8s.manifest import ModelSpec
@@ -118,7 +118,6 @@ class _Attempts:
 
     calls: int = 0
     retries: int = 0
-    errors: list[str] = field(default_factory=list)
 
 
 # Models seen to reject `temperature` in this process (LiteLLM name -> True).
@@ -189,7 +188,6 @@ def complete(
     *,
     retry: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    extra: Mapping[str, Any] | None = None,
 ) -> Completion:
     """Send one chat completion and return its text and usage.
 
@@ -198,7 +196,6 @@ def complete(
         messages: OpenAI-style messages (`role`, `content`).
         retry: backoff policy; default `RetryPolicy.from_env()`.
         sleep: how to wait between attempts (tests pass a recorder).
-        extra: more keyword arguments for `litellm.completion` (e.g. `api_base`, `api_key`).
     Returns:
         The completion text (empty string when the model returned no content) and its usage.
     Raises:
@@ -208,7 +205,8 @@ def complete(
     policy = retry or RetryPolicy.from_env()
     preflight(model.name)
     litellm = litellm_module()
-    kwargs: dict[str, Any] = {"timeout": model.timeout_seconds, "max_retries": 0, **(extra or {})}
+    # max_retries=0: the OpenAI SDK under LiteLLM would otherwise retry on its own, uncounted.
+    kwargs: dict[str, Any] = {"timeout": model.timeout_seconds, "max_retries": 0}
     if model.max_tokens is not None:
         kwargs["max_tokens"] = model.max_tokens
     send_temperature = model.temperature is not None and model.name not in _NO_TEMPERATURE
