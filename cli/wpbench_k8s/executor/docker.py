@@ -110,8 +110,9 @@ class DockerExecutor(Executor):
                     stderr=err[-65536:],
                     duration_ms=elapsed,
                 )
+            head = " ".join(out.split())[:200]
             return harness_error_verdict(
-                f"grader produced no valid verdict (exit {code}): {exc.__class__.__name__}",
+                f"grader produced no valid verdict (exit {code}): {exc.__class__.__name__}; stdout began: {head!r}",
                 test_id=task.test_id,
                 stderr=err[-65536:],
                 duration_ms=elapsed,
