@@ -1,0 +1,122 @@
+"""Every object `submit --dry-run` prints and the controller creates validates against the Kubernetes
+OpenAPI schema (kubernetes-validate, strict: no unknown fields); the WPBenchRun against its CRD."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from simkit import NAMESPACE, Sim
+
+from wpbench_controller.crd import crd
+from wpbench_k8s.executor.kubernetes import GRADER_UID
+
+K8S_VERSION = "1.37.0"
+
+
+def validate(obj: dict) -> None:
+    if obj["kind"] == "WPBenchRun":
+        schema = copy.deepcopy(crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+        jsonschema.Draft7Validator(schema).validate(obj)
+        return
+    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def dry_run(sim: Sim, *args: str) -> list[dict]:
+    res = sim.cli("submit", "--check-reference-solution", "--dry-run", *args)
+    return [doc for doc in yaml.safe_load_all(res.stdout) if doc]
+
+
+def test_crd_validates():
+    validate(crd())
+
+
+def test_dry_run_objects_validate_and_cover_the_run(sim, mini_suite):
+    docs = dry_run(sim, "--dataset-path", str(mini_suite), "--name", "dry", "--max-in-flight", "3")
+    kinds = [d["kind"] for d in docs]
+    assert kinds[:2] == ["Namespace", "WPBenchRun"]
+    assert kinds.count("Job") == 2  # one per reference candidate
+    assert "NetworkPolicy" in kinds and "ConfigMap" in kinds
+    for doc in docs:
+        validate(doc)
+    ns = docs[0]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    run = docs[1]
+    assert run["spec"]["maxInFlight"] == 3
+    assert run["spec"]["payload"]["configMaps"] == [d["metadata"]["name"] for d in docs if d["kind"] == "ConfigMap"]
+    policy = next(d for d in docs if d["kind"] == "NetworkPolicy")
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in policy["spec"]
+
+
+def test_dry_run_needs_no_cluster(sim, mini_suite, tmp_path):
+    env_missing = tmp_path / "absent-kubeconfig"
+    res = sim.cli("submit", "--check-reference-solution", "--dry-run", "--dataset-path", str(mini_suite),
+                  "--kubeconfig", str(env_missing))  # fmt: skip
+    assert "kind: WPBenchRun" in res.stdout
+    assert sim.cluster.server.writes_by("wpbench-k8s") == 0
+
+
+def test_grader_job_is_locked_down(sim, mini_suite):
+    docs = dry_run(sim, "--dataset-path", str(mini_suite), "--name", "dry")
+    job = next(d for d in docs if d["kind"] == "Job")
+    spec = job["spec"]
+    pod = spec["template"]["spec"]
+    (c,) = pod["containers"]
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"] and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert (
+        pod["securityContext"]["runAsUser"] == GRADER_UID
+        and pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    )
+    assert pod["automountServiceAccountToken"] is False and pod["enableServiceLinks"] is False
+    assert pod["restartPolicy"] == "Never"
+    assert c["resources"]["requests"] == c["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
+    vols = {v["name"]: v for v in pod["volumes"]}
+    assert vols["wordpress"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "256Mi"}
+    assert vols["tmp"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Mi"}
+    assert vols["task"]["configMap"]["items"] == [
+        {"key": vols["task"]["configMap"]["items"][0]["key"], "path": "task.json"}
+    ]
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    assert set(mounts) == {"/run/wpbench", "/tmp", "/etc/wpbench/task"} and mounts["/etc/wpbench/task"]["readOnly"]
+    assert c["args"] == ["/etc/wpbench/task/task.json"]
+    assert pod["activeDeadlineSeconds"] >= 90 and spec["ttlSecondsAfterFinished"] > 0
+    rules = spec["podFailurePolicy"]["rules"]
+    assert rules[0]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
+    assert rules[1] == {
+        "action": "FailJob",
+        "onExitCodes": {"containerName": "grader", "operator": "In", "values": [2, 3]},
+    }
+    assert spec["backoffLimit"] == 2
+    labels = spec["template"]["metadata"]["labels"]
+    for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component",
+                "app.kubernetes.io/managed-by", "wpbench-k8s.org/run", "wpbench-k8s.org/test", "wpbench-k8s.org/model"):  # fmt: skip
+        assert key in labels
+    assert labels["wpbench-k8s.org/model"] == "reference-solution"
+
+
+def test_objects_the_controller_creates_validate(sim, mini_suite):
+    sim.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite), "--name", "val")
+    sim.start_controller()
+    sim.wait_phase("val")
+    created = [ev.obj for ev in sim.cluster.store.events if ev.type == "ADDED"]
+    by_kind: dict[str, int] = {}
+    for obj in created:
+        if obj["kind"] in ("Job", "NetworkPolicy", "ConfigMap", "WPBenchRun"):
+            clean = {k: v for k, v in copy.deepcopy(obj).items() if k != "status"}
+            validate(clean)
+            by_kind[obj["kind"]] = by_kind.get(obj["kind"], 0) + 1
+    assert by_kind["Job"] == 2 and by_kind["NetworkPolicy"] == 1 and by_kind["ConfigMap"] >= 3  # payload x2 + results
+
+
+@pytest.mark.parametrize("flag", ["--check-exploits"])
+def test_other_modes_dry_run_validate(sim, mini_suite, flag):
+    res = sim.cli("submit", flag, "--dry-run", "--dataset-path", str(mini_suite), "--name", "modes", "-n", NAMESPACE)
+    docs = [d for d in yaml.safe_load_all(res.stdout) if d]
+    assert sum(d["kind"] == "Job" for d in docs) > 2
+    for doc in docs:
+        validate(doc)
