@@ -95,9 +95,7 @@ def test_controller_killed_and_restarted_mid_run(sim, mini_suite, tmp_path):
     for _ in range(3):  # kill -9 three times while Jobs are in flight
         proc = sim.start_controller()
         done_before = _done(sim, name)
-        sim.wait_for(
-            lambda: (sim.run_object(name).get("status") or {}).get("done", 0) >= done_before + 3, 60, "progress"
-        )
+        sim.wait_for(lambda before=done_before: _done(sim, name) >= before + 3, 60, "progress")
         proc.kill()
         proc.wait()
         time.sleep(0.5)  # pods keep finishing while no controller runs
