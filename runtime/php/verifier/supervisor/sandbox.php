@@ -1,0 +1,439 @@
+<?php
+/**
+ * The per-test sandbox: lays out /run/wpbench from the baseline, starts the runner with the
+ * PHP-level lockdown, and reads its pipes under the timeout, believing only events that carry
+ * the nonce, in protocol order.
+ */
+
+declare(strict_types=1);
+
+namespace WPBench\Supervisor;
+
+const RUN_DIR      = '/run/wpbench';
+const BASELINE_DIR = '/opt/wpbench/baseline';
+const OPCACHE_DIR  = '/opt/wpbench/opcache';
+const RUNNER       = '/opt/wpbench/verifier/runner/runner.php';
+const OUTPUT_CAP   = 1048576;
+const EVENT_TAG    = 'WPB1';
+// After "done" (or "ended") the runner gets this long to exit before it is killed.
+const EXIT_GRACE_SECONDS = 2.0;
+// Functions the runner may not call: no processes, no signals, no resource enumeration, no mail.
+const DISABLED_FUNCTIONS = array(
+	'exec', 'shell_exec', 'system', 'passthru', 'proc_open', 'popen', 'proc_close', 'proc_get_status',
+	'proc_terminate', 'proc_nice', 'posix_kill', 'posix_setsid', 'posix_setpgid', 'posix_setuid',
+	'posix_setgid', 'posix_seteuid', 'posix_setegid', 'posix_setrlimit', 'posix_mkfifo', 'posix_mknod',
+	'dl', 'putenv', 'mail', 'mb_send_mail', 'get_resources', 'cli_set_process_title',
+);
+
+/** The verifier could not prepare or run the sandbox (harness_error, exit 3). */
+final class SandboxError extends \RuntimeException {}
+
+/**
+ * Lays out /run/wpbench for one test and writes the candidate there.
+ *
+ * @param array<string, mixed> $task
+ * @param array{main: string, slug: string}|null $plugin
+ * @return array{file: string, plugin: bool}
+ */
+function lay_out( array $task, ?array $plugin, string $opcache_mode, string $opcache_id ): array {
+	if ( ! is_dir( RUN_DIR ) || ! is_writable( RUN_DIR ) ) {
+		throw new SandboxError( RUN_DIR . ' is not a writable directory: run the grader with a tmpfs there (--tmpfs ' . RUN_DIR . ':size=256m,uid=65532)' );
+	}
+	$content = RUN_DIR . '/wp-content';
+	foreach ( array( $content, RUN_DIR . '/opcache', RUN_DIR . '/candidate' ) as $stale ) {
+		remove_tree( $stale );
+	}
+	copy_tree( BASELINE_DIR, $content );
+	if ( 'link' === $opcache_mode ) {
+		// PHP 8.4 refuses a read-only file-cache directory, so the cache directory is on the
+		// tmpfs and its one system-id subdirectory links to the cache built into the image.
+		mkdir( RUN_DIR . '/opcache', 0700 );
+		symlink( OPCACHE_DIR . '/' . $opcache_id, RUN_DIR . '/opcache/' . $opcache_id ) || throw new SandboxError( 'cannot link the opcache file cache' );
+	} elseif ( 'copy' === $opcache_mode ) {
+		copy_tree( OPCACHE_DIR, RUN_DIR . '/opcache' );
+	}
+	if ( null === $plugin ) {
+		mkdir( RUN_DIR . '/candidate', 0700 );
+		$file = RUN_DIR . '/candidate/snippet.php';
+		write_file( $file, snippet_source( $task['code'] ) );
+		return array( 'file' => $file, 'plugin' => false );
+	}
+	$dir = "$content/plugins/{$plugin['slug']}";
+	foreach ( $task['files'] as $path => $body ) {
+		$target = "$dir/$path";
+		if ( ! is_dir( dirname( $target ) ) && ! mkdir( dirname( $target ), 0755, true ) ) {
+			throw new SandboxError( "cannot create the directory of plugin file $path" );
+		}
+		write_file( $target, $body );
+	}
+	return array( 'file' => "$dir/{$plugin['main']}", 'plugin' => true );
+}
+
+function write_file( string $path, string $body ): void {
+	if ( false === file_put_contents( $path, $body ) ) {
+		throw new SandboxError( "cannot write $path" );
+	}
+}
+
+/** Copies a tree, keeping symlinks as symlinks and mtimes (the opcache keys on them). */
+function copy_tree( string $from, string $to ): void {
+	if ( ! mkdir( $to, 0755 ) && ! is_dir( $to ) ) {
+		throw new SandboxError( "cannot create $to" );
+	}
+	foreach ( scandir( $from ) as $name ) {
+		if ( '.' === $name || '..' === $name ) {
+			continue;
+		}
+		$src = "$from/$name";
+		$dst = "$to/$name";
+		if ( is_link( $src ) ) {
+			symlink( readlink( $src ), $dst ) || throw new SandboxError( "cannot link $dst" );
+		} elseif ( is_dir( $src ) ) {
+			copy_tree( $src, $dst );
+		} else {
+			copy( $src, $dst ) || throw new SandboxError( "cannot copy $src" );
+			touch( $dst, filemtime( $src ) );
+		}
+	}
+}
+
+function remove_tree( string $path ): void {
+	if ( is_link( $path ) || is_file( $path ) ) {
+		unlink( $path );
+		return;
+	}
+	if ( ! is_dir( $path ) ) {
+		return;
+	}
+	foreach ( scandir( $path ) as $name ) {
+		if ( '.' !== $name && '..' !== $name ) {
+			remove_tree( "$path/$name" );
+		}
+	}
+	rmdir( $path );
+}
+
+/**
+ * The runner's command line: `php -n`, the extensions and settings WordPress wants
+ * (php/wp/php-flags.php, shared with the opcache warm-up) and the sandbox.
+ *
+ * @return list<string>
+ */
+function runner_argv( string $opcache_mode ): array {
+	$flags = require '/opt/wpbench/wp/php-flags.php';
+	$argv  = array( PHP_BINARY, '-n' );
+	if ( 'off' !== $opcache_mode ) {
+		foreach ( $flags['zend_extensions'] as $ext ) {
+			array_push( $argv, '-d', "zend_extension=$ext" );
+		}
+	}
+	foreach ( $flags['extensions'] as $ext ) {
+		array_push( $argv, '-d', "extension=$ext" );
+	}
+	foreach ( $flags['ini'] as $key => $value ) {
+		array_push( $argv, '-d', "$key=$value" );
+	}
+	$disabled = array_merge( DISABLED_FUNCTIONS, function_exists( 'pcntl_fork' ) ? get_extension_funcs( 'pcntl' ) : array() );
+	$sandbox  = array(
+		'open_basedir'      => '/opt/wordpress/:/opt/wpbench/:' . RUN_DIR . '/:/tmp/',
+		'disable_functions' => implode( ',', array_unique( $disabled ) ),
+		'ffi.enable'        => '0',
+		'enable_dl'         => '0',
+		'allow_url_include' => '0',
+		'auto_prepend_file' => '',
+		'auto_append_file'  => '',
+	);
+	foreach ( $sandbox as $key => $value ) {
+		array_push( $argv, '-d', "$key=$value" );
+	}
+	$argv[] = RUNNER;
+	return $argv;
+}
+
+/**
+ * The event protocol: hello → booted → setup → [candidate → assertion…] → teardown → done,
+ * or "ended" (the runner's shutdown hook) at any point after hello.
+ */
+final class Protocol {
+	/** @var list<array<string, mixed>> */
+	public array $events          = array();
+	public ?string $violation     = null;
+	public int $unauthenticated   = 0;
+	public bool $finished         = false;
+	private string $buffer        = '';
+	private string $prefix;
+	/** @var list<int> */
+	private array $pending_indexes;
+	private string $state = 'start';
+
+	public function __construct( string $nonce, bool $has_test_function, int $assertion_count ) {
+		$this->prefix          = EVENT_TAG . ' ' . $nonce . ' ';
+		$this->pending_indexes = array_merge( $has_test_function ? array( -1 ) : array(), $assertion_count > 0 ? range( 0, $assertion_count - 1 ) : array() );
+	}
+
+	public function feed( string $chunk ): void {
+		$this->buffer .= $chunk;
+		while ( false !== ( $newline = strpos( $this->buffer, "\n" ) ) ) {
+			$line         = substr( $this->buffer, 0, $newline );
+			$this->buffer = substr( $this->buffer, $newline + 1 );
+			$this->line( $line );
+		}
+		if ( strlen( $this->buffer ) > OUTPUT_CAP ) {
+			// Only the tail can still hold our event (anything before it was written by someone else).
+			$this->buffer = substr( $this->buffer, -OUTPUT_CAP );
+		}
+	}
+
+	private function line( string $line ): void {
+		// Candidate code may write to fd 3 too (php://fd/3) but cannot know the nonce; its bytes
+		// are dropped, including any unterminated prefix glued onto one of our lines.
+		$at = strpos( $line, $this->prefix );
+		if ( false === $at ) {
+			++$this->unauthenticated;
+			return;
+		}
+		$event = json_decode( substr( $line, $at + strlen( $this->prefix ) ), true );
+		if ( ! is_array( $event ) || ! is_string( $event['event'] ?? null ) ) {
+			$this->violate( 'an authenticated event is not valid JSON' );
+			return;
+		}
+		$this->accept( $event );
+	}
+
+	private function violate( string $why ): void {
+		$this->violation ??= $why;
+		$this->finished    = true;
+	}
+
+	/** @param array<string, mixed> $event */
+	private function accept( array $event ): void {
+		if ( null !== $this->violation ) {
+			return;
+		}
+		$name = $event['event'];
+		if ( 'ended' === $name && 'start' !== $this->state && 'done' !== $this->state ) {
+			$this->events[] = $event;
+			$this->state    = 'done';
+			$this->finished = true;
+			return;
+		}
+		$next = match ( $this->state ) {
+			'start' => array( 'hello' ),
+			'hello' => array( 'booted' ),
+			'booted' => array( 'setup' ),
+			'setup' => array( 'candidate' ),
+			'setup-failed' => array( 'teardown' ),
+			'candidate', 'assertion' => $this->pending_indexes ? array( 'assertion' ) : array( 'teardown' ),
+			'teardown' => array( 'done' ),
+			default => array(),
+		};
+		if ( ! in_array( $name, $next, true ) ) {
+			$this->violate( "event '$name' out of order after '{$this->state}'" );
+			return;
+		}
+		if ( 'assertion' === $name ) {
+			$expected = array_shift( $this->pending_indexes );
+			if ( ( $event['index'] ?? null ) !== $expected ) {
+				$this->violate( 'assertion result ' . json_encode( $event['index'] ?? null ) . " arrived where $expected was due" );
+				return;
+			}
+		}
+		$this->events[] = $event;
+		$this->state    = ( 'setup' === $name && empty( $event['ok'] ) ) ? 'setup-failed' : $name;
+		if ( 'done' === $name ) {
+			$this->finished = true;
+		}
+	}
+
+	/** @return array<string, mixed>|null The first event of that name. */
+	public function first( string $name ): ?array {
+		foreach ( $this->events as $event ) {
+			if ( $event['event'] === $name ) {
+				return $event;
+			}
+		}
+		return null;
+	}
+
+	/** @return array<int, array<string, mixed>> Assertion events by index. */
+	public function assertions(): array {
+		$out = array();
+		foreach ( $this->events as $event ) {
+			if ( 'assertion' === $event['event'] ) {
+				$out[ (int) $event['index'] ] = $event;
+			}
+		}
+		return $out;
+	}
+}
+
+/** A capped capture of one output stream. */
+final class Capture {
+	public string $data     = '';
+	public bool $truncated  = false;
+
+	public function add( string $chunk ): void {
+		$room = OUTPUT_CAP - strlen( $this->data );
+		if ( strlen( $chunk ) > $room ) {
+			$this->truncated = true;
+			$chunk           = substr( $chunk, 0, max( 0, $room ) );
+		}
+		$this->data .= $chunk;
+	}
+}
+
+/**
+ * Runs the runner to completion, to the timeout, or until it has said its last word.
+ *
+ * @param list<string> $argv
+ * @return array{protocol: Protocol, stdout: Capture, stderr: Capture, timed_out: bool, exit_code: ?int, signal: ?int, ms: int}
+ */
+function run_runner( array $argv, array $job, float $timeout, bool $has_test_function ): array {
+	$nonce    = bin2hex( random_bytes( 32 ) );
+	$protocol = new Protocol( $nonce, $has_test_function, count( $job['assertions'] ) );
+	$stdin    = $nonce . "\n" . json_encode( $job, JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE | JSON_THROW_ON_ERROR );
+	$nonce    = null;
+	$env      = array( 'PATH' => '/usr/bin:/bin', 'HOME' => '/tmp', 'TMPDIR' => '/tmp', 'LANG' => 'C.UTF-8' );
+	$spec     = array( 0 => array( 'pipe', 'r' ), 1 => array( 'pipe', 'w' ), 2 => array( 'pipe', 'w' ), 3 => array( 'pipe', 'w' ) );
+	$start    = microtime( true );
+	$proc     = proc_open( $argv, $spec, $pipes, '/opt/wordpress', $env );
+	if ( ! is_resource( $proc ) ) {
+		throw new SandboxError( 'could not start the runner process' );
+	}
+	$pid      = proc_get_status( $proc )['pid'];
+	$captures = array( 1 => new Capture(), 2 => new Capture() );
+	$deadline = $start + $timeout;
+	$timed_out = false;
+	$status    = null;
+	try {
+		foreach ( $pipes as $pipe ) {
+			stream_set_blocking( $pipe, false );
+		}
+		$open = array( 1 => $pipes[1], 2 => $pipes[2], 3 => $pipes[3] );
+		while ( true ) {
+			$now = microtime( true );
+			if ( $protocol->finished ) {
+				$deadline = min( $deadline, $now + EXIT_GRACE_SECONDS );
+			}
+			if ( ! $open || ( $protocol->finished && null === $status ) ) {
+				$status = proc_get_status( $proc );
+				if ( ! $status['running'] ) {
+					break;
+				}
+				$status = null;
+			}
+			if ( $now >= $deadline ) {
+				$timed_out = ! $protocol->finished;
+				break;
+			}
+			$read  = array_values( $open );
+			$write = ( null !== $stdin && isset( $pipes[0] ) ) ? array( $pipes[0] ) : array();
+			$wait  = $open ? min( $deadline - $now, 0.5 ) : min( $deadline - $now, 0.005 );
+			if ( ! $read && ! $write ) {
+				usleep( (int) ( $wait * 1e6 ) );
+				continue;
+			}
+			$except = null;
+			$ready  = @stream_select( $read, $write, $except, (int) $wait, (int) ( ( $wait - (int) $wait ) * 1e6 ) ); // phpcs:ignore
+			if ( false === $ready ) {
+				continue; // EINTR: a signal; the handler decides.
+			}
+			if ( $write ) {
+				$written = @fwrite( $pipes[0], $stdin ); // phpcs:ignore
+				if ( false === $written || 0 === $written && feof( $pipes[0] ) ) {
+					$stdin = null;
+				} else {
+					$stdin = substr( $stdin, $written );
+				}
+				if ( null === $stdin || '' === $stdin ) {
+					fclose( $pipes[0] );
+					unset( $pipes[0] );
+					$stdin = null;
+				}
+			}
+			foreach ( $read as $stream ) {
+				$fd    = array_search( $stream, $open, true );
+				$chunk = fread( $stream, 65536 );
+				if ( false === $chunk || ( '' === $chunk && feof( $stream ) ) ) {
+					fclose( $stream );
+					unset( $open[ $fd ], $pipes[ $fd ] );
+					continue;
+				}
+				if ( 3 === $fd ) {
+					$protocol->feed( $chunk );
+				} else {
+					$captures[ $fd ]->add( $chunk );
+				}
+			}
+		}
+	} finally {
+		if ( null === $status || $status['running'] ) {
+			$status = kill_runner( $proc, $pid );
+			drain( $pipes, $captures, $protocol );
+		}
+		foreach ( $pipes as $pipe ) {
+			if ( is_resource( $pipe ) ) {
+				fclose( $pipe );
+			}
+		}
+		proc_close( $proc );
+		reap_everything();
+	}
+	return array(
+		'protocol'  => $protocol,
+		'stdout'    => $captures[1],
+		'stderr'    => $captures[2],
+		'timed_out' => $timed_out,
+		'exit_code' => $status['signaled'] ? null : $status['exitcode'],
+		'signal'    => $status['signaled'] ? $status['termsig'] : null,
+		'ms'        => (int) round( ( microtime( true ) - $start ) * 1000 ),
+	);
+}
+
+/** Reads what is left in the pipes of a runner that is gone. */
+function drain( array $pipes, array $captures, Protocol $protocol ): void {
+	foreach ( array( 1, 2, 3 ) as $fd ) {
+		if ( ! isset( $pipes[ $fd ] ) || ! is_resource( $pipes[ $fd ] ) ) {
+			continue;
+		}
+		while ( is_string( $chunk = fread( $pipes[ $fd ], 65536 ) ) && '' !== $chunk ) {
+			if ( 3 === $fd ) {
+				$protocol->feed( $chunk );
+			} else {
+				$captures[ $fd ]->add( $chunk );
+			}
+		}
+	}
+}
+
+/**
+ * Kills the runner; as PID 1 of the container, also everything else (kill(-1) spares PID 1),
+ * so nothing candidate code might have left behind survives the verdict.
+ */
+function kill_runner( $proc, int $pid ): array {
+	posix_kill( $pid, SIGKILL );
+	if ( 1 === getmypid() ) {
+		posix_kill( -1, SIGKILL );
+	}
+	// Wait until it is really gone (proc_get_status reaps it and keeps its status), so the
+	// pipes reach EOF and the verdict can say how it ended.
+	for ( $i = 0; $i < 400; $i++ ) {
+		$status = proc_get_status( $proc );
+		if ( ! $status['running'] ) {
+			return $status;
+		}
+		usleep( 2500 );
+	}
+	return $status;
+}
+
+/** As PID 1: kill and reap whatever else is left (orphans are re-parented to us). */
+function reap_everything(): void {
+	if ( 1 !== getmypid() ) {
+		return;
+	}
+	posix_kill( -1, SIGKILL );
+	while ( pcntl_waitpid( -1, $status, WNOHANG ) > 0 ) {
+		// reaped one
+	}
+}
