@@ -52,3 +52,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.k8s)
+
+
+@pytest.fixture
+def probe_sim(tmp_path: Path, grader_image: str) -> Iterator[Sim]:
+    """Docker pods from the grader image, for probes that do not need a working verifier."""
+    yield from _make_sim(tmp_path, DockerRunner())
