@@ -228,6 +228,9 @@ if __name__ == "__main__":  # pragma: no cover - manual runs
         metavar="MODEL",
         help="this model (name after openai/) answers wrongly unless a skill system message is sent",
     )
+    parser.add_argument(
+        "--rate-limit-first", type=int, default=0, metavar="N", help="answer the first N requests with HTTP 429"
+    )
     args = parser.parse_args()
     answers: dict[str, str] = {}
     for t in load_suite(Path(args.suite)).all_tests():
@@ -244,6 +247,15 @@ if __name__ == "__main__":  # pragma: no cover - manual runs
         return Reply(content=answers.get(user_text(body), "I do not know."))
 
     fake = FakeProvider(args.port)
-    fake.default = answer
+    limited = {"left": args.rate_limit_first}
+
+    def maybe_limited(body: dict[str, Any]) -> Reply:
+        with fake._lock:
+            limited["left"] -= 1
+            if limited["left"] >= 0:
+                return rate_limited("1")
+        return answer(body)
+
+    fake.default = maybe_limited
     print(f"serving on {fake.url}", flush=True)
     fake._server.serve_forever()

@@ -136,10 +136,14 @@ def check_two_model_skill_run(summary: dict[str, Any], records: list[dict[str, A
     comparison = summary["comparison"]
     rows = {(row["model"], row["variant"]): row for row in comparison["rows"]}
     assert rows[("openai/a", "baseline")]["score"] == 1.0 and rows[("openai/a", "baseline")]["retries"] == 2
-    assert rows[("openai/b", "baseline")]["score"] == 0.0 and rows[("openai/b", "with-skills")]["pass_rate"] == 1.0
+    # The real grader gives partial runtime credit (core already hooks the_title), so b's baseline
+    # scores a little above 0; it passes nothing.
+    assert rows[("openai/b", "baseline")]["pass_rate"] == 0.0 and rows[("openai/b", "baseline")]["score"] < 0.25
+    assert rows[("openai/b", "with-skills")]["pass_rate"] == 1.0
     assert set(rows[("openai/a", "baseline")]["categories"]) == {"hooks", "security", "shortcodes"}
     deltas = {d["model"]: d for d in comparison["skills_delta"]}
-    assert deltas["openai/b"]["score"] == 1.0 and deltas["openai/a"]["score"] == 0.0
+    assert deltas["openai/b"]["pass_rate"] == 1.0 and deltas["openai/b"]["score"] > 0.75
+    assert deltas["openai/a"]["score"] == 0.0
     impact = {m["model"]: m for m in summary["skill_impact"]["models"]}
     assert impact["openai/b"]["counts"]["fixed"] == 4
     assert {t["change"] for t in impact["openai/b"]["tests"]} == {"fixed"}
