@@ -195,26 +195,33 @@ function callable_name( mixed $callback ): string {
 
 function assert_hook_registered( array $a ): array {
 	global $wp_filter;
-	$hook   = $a['hook'];
-	$want   = array_key_exists( 'callback', $a ) ? callable_name( $a['callback'] ) : null;
-	$prio   = $a['priority'] ?? null;
-	$wanted = "'$hook'" . ( null !== $want ? " with $want" : '' ) . ( null !== $prio ? " at priority $prio" : '' );
-	$found  = array();
+	$hook      = $a['hook'];
+	$want      = array_key_exists( 'callback', $a ) ? callable_name( $a['callback'] ) : null;
+	$prio      = $a['priority'] ?? null;
+	$wanted    = "'$hook'" . ( null !== $want ? " with $want" : '' ) . ( null !== $prio ? " at priority $prio" : '' );
+	$count     = 0;
+	$at        = array(); // priorities where the wanted callback (or, without one, anything) is hooked
 	if ( isset( $wp_filter[ $hook ] ) && $wp_filter[ $hook ] instanceof \WP_Hook ) {
 		foreach ( $wp_filter[ $hook ]->callbacks as $priority => $callbacks ) {
 			foreach ( $callbacks as $entry ) {
-				$name = callable_name( $entry['function'] );
-				if ( ( null === $want || 0 === strcasecmp( $name, $want ) ) && ( null === $prio || (int) $priority === (int) $prio ) ) {
-					return array( true, "hooked to $wanted" );
+				++$count;
+				if ( null === $want || 0 === strcasecmp( callable_name( $entry['function'] ), $want ) ) {
+					if ( null === $prio || (int) $priority === (int) $prio ) {
+						return array( true, "hooked to $wanted" );
+					}
+					$at[] = $priority;
 				}
-				$found[] = "$name@$priority";
 			}
 		}
 	}
-	if ( ! $found ) {
+	if ( 0 === $count ) {
 		return array( false, "nothing is hooked to '$hook'" );
 	}
-	return array( false, "not hooked to $wanted; registered: " . cut( implode( ', ', $found ), 500 ) );
+	if ( $at ) {
+		$who = null !== $want ? $want : 'callbacks';
+		return array( false, "not hooked to $wanted: $who at priority " . implode( ', ', array_unique( $at ) ) );
+	}
+	return array( false, "not hooked to $wanted ($count other callbacks are)" );
 }
 
 /** The output of an output_* source: what it echoed, then what it returned (a string or number). */

@@ -17,6 +17,9 @@ const OUTPUT_CAP   = 1048576;
 const EVENT_TAG    = 'WPB1';
 // After "done" (or "ended") the runner gets this long to exit before it is killed.
 const EXIT_GRACE_SECONDS = 2.0;
+// WordPress must boot within this; the task's timeout_seconds starts when it has (so a slow
+// host or a cold page cache never turns into a candidate timeout).
+const BOOT_ALLOWANCE_SECONDS = 20.0;
 // Functions the runner may not call: no processes, no signals, no resource enumeration, no mail.
 const DISABLED_FUNCTIONS = array(
 	'exec', 'shell_exec', 'system', 'passthru', 'proc_open', 'popen', 'proc_close', 'proc_get_status',
@@ -302,7 +305,8 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 	}
 	$pid      = proc_get_status( $proc )['pid'];
 	$captures = array( 1 => new Capture(), 2 => new Capture() );
-	$deadline = $start + $timeout;
+	$deadline  = $start + BOOT_ALLOWANCE_SECONDS;
+	$booted    = false;
 	$timed_out = false;
 	$status    = null;
 	try {
@@ -312,6 +316,10 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 		$open = array( 1 => $pipes[1], 2 => $pipes[2], 3 => $pipes[3] );
 		while ( true ) {
 			$now = microtime( true );
+			if ( ! $booted && null !== $protocol->first( 'booted' ) ) {
+				$booted   = true;
+				$deadline = $now + $timeout;
+			}
 			if ( $protocol->finished ) {
 				$deadline = min( $deadline, $now + EXIT_GRACE_SECONDS );
 			}

@@ -208,7 +208,7 @@ function decide( Outcome $o ): void {
 		return;
 	}
 	if ( null === $booted ) {
-		$detail = $run['timed_out'] ? 'timed out after ' . $task['timeout_seconds'] . ' s' : crash_reason( $run, 'WordPress boot' )[1];
+		$detail = $run['timed_out'] ? 'timed out after ' . BOOT_ALLOWANCE_SECONDS . ' s' : crash_reason( $run, 'WordPress boot' )[1];
 		$o->set( 'harness_error', "WordPress did not boot: $detail" . stderr_tail( $run ), 3 );
 		return;
 	}

@@ -1,0 +1,110 @@
+"""Helpers for the runtime tests: run the real grader image with the Docker executor's lockdown flags.
+
+Every verdict any test gets back is validated with `Verdict.model_validate` (in `Grader.grade`),
+so the whole suite doubles as a contract check of the PHP verifier's output.
+
+The image comes from the session fixture `grader_image` (tests/conftest.py): skipped without
+Docker or the image, a failure under CI=true. Containers are independent, so each module grades
+its tasks concurrently (`Grader.grade_many`) and its tests read the results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from wpbench_k8s.executor.base import GraderSpec
+from wpbench_k8s.executor.docker import lockdown_args
+from wpbench_runtime.contract import Verdict
+
+RUN_LABEL = "org.wpbench-k8s.tests"
+CONCURRENCY = int(os.environ.get("WPBENCH_TEST_CONCURRENCY", "3"))
+
+
+@dataclass
+class Graded:
+    """One grader container's result."""
+
+    verdict: Verdict
+    raw: dict[str, Any]
+    exit_code: int
+    stderr: str
+    wall: float
+
+    @property
+    def status(self) -> str:
+        return self.verdict.status
+
+    def assertion(self, index: int) -> Any:
+        (row,) = [a for a in self.verdict.assertions if a.index == index]
+        return row
+
+    def explain(self) -> str:
+        return json.dumps(self.raw, indent=1)[:6000] + "\nSTDERR:\n" + self.stderr[-2000:]
+
+
+@dataclass
+class Grader:
+    image: str
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    def argv(self, *extra: str) -> list[str]:
+        return [
+            "docker",
+            "run",
+            "-i",
+            "--rm",
+            "--label",
+            f"{RUN_LABEL}=1",
+            *lockdown_args(GraderSpec(image=self.image)),
+            *extra,
+            self.image,
+        ]
+
+    def grade(self, task: Mapping[str, Any] | str, *extra: str, timeout: float = 120) -> Graded:
+        """Runs one task (a dict, or raw text for malformed input) and validates the verdict."""
+        stdin = task if isinstance(task, str) else json.dumps(task)
+        started = time.monotonic()
+        proc = subprocess.run(self.argv(*extra), input=stdin, capture_output=True, text=True, timeout=timeout)
+        wall = time.monotonic() - started
+        assert proc.stdout.count("\n") == 1, f"expected exactly one verdict line:\n{proc.stdout[:3000]}\n{proc.stderr}"
+        raw = json.loads(proc.stdout)
+        verdict = Verdict.model_validate(raw)  # the contract check every test gets
+        self.verdicts.append(verdict)
+        return Graded(verdict, raw, proc.returncode, proc.stderr, wall)
+
+    def grade_many(self, tasks: Mapping[str, Mapping[str, Any] | str]) -> dict[str, Graded]:
+        """Grades independent tasks concurrently; returns results by name."""
+        with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
+            futures = {name: pool.submit(self.grade, task) for name, task in tasks.items()}
+            return {name: future.result() for name, future in futures.items()}
+
+
+def task(code: str = "", *assertions: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    """A GradeTask document for a snippet (fields override; `runtime` merges into runtime_checks)."""
+    runtime = {"assertions": list(assertions), **fields.pop("runtime", {})}
+    doc: dict[str, Any] = {"test_id": fields.pop("test_id", "rt-test"), "code": code, "runtime_checks": runtime}
+    doc.update(fields)
+    return doc
+
+
+def plugin_task(files: dict[str, str], *assertions: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    doc = task("", *assertions, **fields)
+    del doc["code"]
+    doc["artifact_kind"] = "wp_plugin_files"
+    doc["files"] = files
+    return doc
+
+
+def leftovers() -> list[str]:
+    """Test containers still present (there should be none: they all run with --rm)."""
+    out = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}"], capture_output=True, text=True, check=False
+    )
+    return out.stdout.split()
