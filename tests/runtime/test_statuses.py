@@ -136,7 +136,7 @@ def test_timeout(graded: dict[str, Graded], name: str) -> None:
     where = "candidate code" if name == "timeout" else "assertion 1 (returns_value)"
     check(g, "timeout", f"timed out after 1.5 s in {where}")
     assert g.verdict.scores.runtime == 0.0
-    assert 1500 <= g.verdict.duration_ms < 4000
+    assert g.verdict.duration_ms >= 1500  # the budget starts once WordPress has booted
 
 
 def test_parse_error_is_a_failure_with_the_parser_message(graded: dict[str, Graded]) -> None:
