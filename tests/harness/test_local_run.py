@@ -29,9 +29,12 @@ def outputs(out_dir: Path) -> tuple[dict, list[dict]]:
     return json.loads(summary_path.read_text()), records
 
 
-def labelled_containers() -> list[str]:
+def labelled_containers(run_id: str) -> list[str]:
     out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=org.wpbench-k8s.run"], capture_output=True, text=True, check=True
+        ["docker", "ps", "-aq", "--filter", f"label=org.wpbench-k8s.run={run_id}"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return out.stdout.split()
 
@@ -80,7 +83,7 @@ def test_reference_check_writes_canonical_outputs(grader_image, mini_suite, tmp_
         assert r["output"]["code"]
     assert summary["overall"]["execution"]["passed"] == 2
     assert not list(tmp_path.glob("*.partial"))
-    assert not labelled_containers()
+    assert not labelled_containers(meta["run_id"])
 
 
 def test_exploit_audit_flags_a_cheatable_test_and_exits_nonzero(grader_image, tmp_path):
@@ -152,7 +155,7 @@ def test_completions_are_graded_and_failures_scored(grader_image, mini_suite, tm
     assert hooks["model"] == "m1" and hooks["grader"]["status"] == "failed"
     assert 0 < hooks["scores"]["runtime"] < 1  # the hook is registered, the suffix is missing
     parse = by_id["mini-shortcodes-001"]
-    assert parse["grader"]["status"] == "failed" and "syntax" in parse["grader"]["reason"].lower()
+    assert parse["grader"]["status"] == "failed" and "parse error" in parse["grader"]["reason"].lower()
 
 
 def test_ctrl_c_keeps_partial_and_leaves_no_containers(grader_image, tmp_path):
@@ -191,4 +194,4 @@ def test_ctrl_c_keeps_partial_and_leaves_no_containers(grader_image, tmp_path):
     kept = [json.loads(x) for x in partial[0].read_text().splitlines()]
     assert kept and kept[0]["grader"]["status"] == "passed"
     assert not list(out.glob("results_*.jsonl")), "an interrupted run must not look complete"
-    assert not labelled_containers()
+    assert not labelled_containers(kept[0]["run_id"])
