@@ -195,3 +195,30 @@ def test_ctrl_c_keeps_partial_and_leaves_no_containers(grader_image, tmp_path):
     assert kept and kept[0]["grader"]["status"] == "passed"
     assert not list(out.glob("results_*.jsonl")), "an interrupted run must not look complete"
     assert not labelled_containers(kept[0]["run_id"])
+
+
+def test_cleanup_removes_a_killed_runs_leftovers_and_is_idempotent(grader_image):
+    run_id = "cleanup-test-run"
+    started = subprocess.run(
+        [
+            "docker",
+            "run",
+            "-d",
+            "--label",
+            f"org.wpbench-k8s.run={run_id}",
+            "--entrypoint",
+            "sleep",
+            grader_image,
+            "300",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert started.stdout.strip()
+    assert labelled_containers(run_id)
+    first = run_cli("cleanup", "--run-id", run_id)
+    assert first.returncode == 0 and "removed 1 container(s)" in first.stdout
+    assert not labelled_containers(run_id)
+    again = run_cli("cleanup", "--run-id", run_id)
+    assert again.returncode == 0 and "removed 0 container(s)" in again.stdout
