@@ -118,19 +118,3 @@ class Sim:
 
 def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def clone_suite(source: Path, dest: Path, count: int) -> Path:
-    """A suite folder with `count` execution tests cloned from `source`'s (new ids, same checks)."""
-    tests: list[dict[str, Any]] = []
-    for path in sorted((source / "execution").glob("*.json")):
-        doc = json.loads(path.read_text())
-        tests.extend(doc if isinstance(doc, list) else doc["tests"])
-    clones = []
-    for n in range(count):
-        test = dict(tests[n % len(tests)])
-        test["id"] = f"clone-{n:04d}"
-        clones.append(test)
-    (dest / "execution").mkdir(parents=True, exist_ok=True)
-    (dest / "execution" / "clones.json").write_text(json.dumps(clones))
-    return dest

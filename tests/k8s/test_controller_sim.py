@@ -11,8 +11,9 @@ import time
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config
-from simkit import NAMESPACE, clone_suite, records
+from simkit import NAMESPACE, records
 
+from wpbench_controller.bench import clone_suite
 from wpbench_controller.sim import FakeRunner
 from wpbench_k8s.commands.cluster import Cluster, submit
 from wpbench_k8s.config import load_config
@@ -200,3 +201,18 @@ def test_kubectl_get_wpbenchruns_shows_phase_progress_score(sim, mini_suite):
     header, row = out.stdout.splitlines()[:2]
     assert header.split()[:4] == ["NAME", "PHASE", "PROGRESS", "SCORE"]
     assert row.split()[:4] == [name, "Succeeded", "2/2", "1"]
+
+
+def test_local_run_with_the_kubernetes_executor(sim, mini_suite, tmp_path):
+    """`wpbench-k8s run --executor kubernetes`: the same Job builder and verdict reader, one task at a time."""
+    import os
+    import sys
+
+    env = {**sim.env, "WPBENCH_K8S_NAMESPACE": NAMESPACE}
+    res = subprocess.run([sys.executable, "-m", "wpbench_k8s", "run", "--check-reference-solution", "--dataset-path",
+                          str(mini_suite), "--executor", "kubernetes", "--output", str(tmp_path / "o" / "results.json")],
+                         env=env, capture_output=True, text=True, timeout=300, cwd=os.getcwd())  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    (jsonl,) = (tmp_path / "o").glob("results_*.jsonl")
+    assert [r["grader"]["status"] for r in records(jsonl)] == ["passed", "passed"]
+    assert sim.cluster.objects("jobs", NAMESPACE) == [] and sim.cluster.objects("configmaps", NAMESPACE) == []
