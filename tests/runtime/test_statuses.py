@@ -37,6 +37,12 @@ TASKS: dict[str, object] = {
         {"type": "custom_assertion", "code": "throw new Error( 'x' );"},
         runtime=TEARDOWN,
     ),
+    "claims_harness_error": task(
+        "function f() { throw new Exception( 'test error: the fixture is broken' ); }\n"
+        "if ( class_exists( 'WPBench\\Runner\\Failure' ) ) { $e = 1; }",
+        CALLS_F,
+        {"type": "returns_value", "function": "f", "args_code": "return 'not an array';", "expected": 1},
+    ),
     "warnings": task(
         "$a = array(); echo $a['missing'] ?? ''; echo @$a['quiet']; echo $a['loud'];\n"
         "trigger_error( 'heads up', E_USER_NOTICE ); _doing_it_wrong( 'f', 'careful', '6.0' );\nfunction f() { return 1; }",
@@ -165,6 +171,12 @@ def test_teardown_runs_after_failed_assertions(graded: dict[str, Graded]) -> Non
     check(g, "failed", "2 of 2 assertions failed")
     assert "threw Error: x" in g.assertion(1).message
     assert g.verdict.stdout.endswith("TEARDOWN-RAN") and g.verdict.phases["teardown"] == "ok"
+
+
+def test_candidate_code_cannot_claim_the_test_is_broken(graded: dict[str, Graded]) -> None:
+    g = graded["claims_harness_error"]
+    check(g, "failed", "2 of 2 assertions failed")
+    assert "threw Exception: test error: the fixture is broken" in g.assertion(0).message
 
 
 def test_warnings_are_recorded_not_failures(graded: dict[str, Graded]) -> None:

@@ -3,9 +3,10 @@
  * The runtime assertion types (see the Assertion docstring in wpbench_runtime/contract.py).
  *
  * Each assert_<type>() takes the assertion's parameters and returns [passed, message]; it fails
- * by returning false or throwing Failure. Throwing AuthoringError marks the test as mis-authored
- * (status harness_error); the supervisor validates parameters before the run, so that is a
- * last line of defence. No function here ever sees the event-channel nonce.
+ * by returning false or throwing. Only authoring_problem(), which runs before any candidate code
+ * is called, can mark a test as mis-authored (harness_error): an exception never can, because
+ * candidate code could throw any class it likes. The supervisor validates the same things before
+ * the run; this is the last line of defence. No function here ever sees the event-channel nonce.
  *
  * This file deliberately has no strict_types: candidate functions are called the way WordPress
  * and WP-CLI call them, with PHP's usual coercions.
@@ -18,9 +19,6 @@ use function WPBench\Common\pattern_match;
 /** The assertion failed; the message says why. */
 final class Failure extends \Exception {}
 
-/** The test itself is wrong (harness_error, never the model's fault). */
-final class AuthoringError extends \Exception {}
-
 /**
  * Runs one assertion, catching everything.
  *
@@ -28,20 +26,48 @@ final class AuthoringError extends \Exception {}
  * @return array{passed: bool, message: string, harness: bool}
  */
 function run_assertion( array $a ): array {
-	$fn = __NAMESPACE__ . '\assert_' . $a['type'];
+	$problem = authoring_problem( $a );
+	if ( null !== $problem ) {
+		return array( 'passed' => false, 'message' => "test error: $problem", 'harness' => true );
+	}
 	try {
-		if ( ! preg_match( '/^[a-z_]+$/', $a['type'] ) || ! function_exists( $fn ) ) {
-			throw new AuthoringError( "unknown assertion type '{$a['type']}'" );
-		}
-		[ $passed, $message ] = $fn( $a );
+		[ $passed, $message ] = ( __NAMESPACE__ . '\assert_' . $a['type'] )( $a );
 		return array( 'passed' => (bool) $passed, 'message' => cut( (string) $message, 2000 ), 'harness' => false );
 	} catch ( Failure $e ) {
 		return array( 'passed' => false, 'message' => cut( $e->getMessage(), 2000 ), 'harness' => false );
-	} catch ( AuthoringError $e ) {
-		return array( 'passed' => false, 'message' => cut( 'test error: ' . $e->getMessage(), 2000 ), 'harness' => true );
 	} catch ( \Throwable $e ) {
 		return array( 'passed' => false, 'message' => cut( 'threw ' . describe_throwable( $e ), 2000 ), 'harness' => false );
 	}
+}
+
+/** What makes an assertion unusable as written, checked before anything runs; null when fine. */
+function authoring_problem( array $a ): ?string {
+	if ( ! preg_match( '/^[a-z_]+$/', (string) $a['type'] ) || ! function_exists( __NAMESPACE__ . '\assert_' . $a['type'] ) ) {
+		return "unknown assertion type '{$a['type']}'";
+	}
+	$how = $a['compare'] ?? 'identical';
+	if ( ! in_array( $how, array( 'identical', 'equals', 'contains', 'matches' ), true ) ) {
+		return "unknown compare mode '$how'";
+	}
+	if ( 'matches' === $how ) {
+		if ( ! is_string( $a['expected'] ?? null ) ) {
+			return 'compare=matches needs a string pattern in expected';
+		}
+		$error = pattern_match( $a['expected'], '' )[1];
+		if ( null !== $error ) {
+			return "invalid pattern in expected: $error";
+		}
+	}
+	if ( 'output_matches' === $a['type'] ) {
+		$error = is_string( $a['pattern'] ?? null ) ? pattern_match( $a['pattern'], '' )[1] : 'pattern is missing';
+		if ( null !== $error ) {
+			return "invalid pattern: $error";
+		}
+	}
+	if ( 'query_result' === $a['type'] && ! in_array( $a['mode'] ?? 'var', array( 'var', 'col', 'row', 'results' ), true ) ) {
+		return "unknown query_result mode '{$a['mode']}'";
+	}
+	return null;
 }
 
 /** Evaluates test-authored PHP (setup, teardown, custom_assertion, *_code) in a fresh scope. */
@@ -112,20 +138,10 @@ function compare( mixed $actual, mixed $expected, string $how, string $what ): a
 			break;
 		case 'matches':
 			$verb = 'to match';
-			if ( ! is_string( $expected ) ) {
-				throw new AuthoringError( 'compare=matches needs a string pattern in expected' );
-			}
-			if ( ! is_string( $actual ) && ! is_int( $actual ) && ! is_float( $actual ) ) {
-				$ok = false;
-				break;
-			}
-			[ $ok, $error ] = pattern_match( $expected, (string) $actual );
-			if ( null !== $error ) {
-				throw new AuthoringError( "invalid pattern in expected: $error" );
-			}
+			$ok   = ( is_string( $actual ) || is_int( $actual ) || is_float( $actual ) ) && pattern_match( (string) $expected, (string) $actual )[0];
 			break;
 		default:
-			throw new AuthoringError( "unknown compare mode '$how'" );
+			throw new Failure( "unknown compare mode '$how'" );
 	}
 	if ( $ok ) {
 		return array( true, "$what is as expected ($how " . describe( $expected ) . ')' );
@@ -273,12 +289,8 @@ function assert_output_equals( array $a ): array {
 }
 
 function assert_output_matches( array $a ): array {
-	$out            = output_of( $a );
-	[ $ok, $error ] = pattern_match( $a['pattern'], $out );
-	if ( null !== $error ) {
-		throw new AuthoringError( "invalid pattern: $error" );
-	}
-	return $ok
+	$out = output_of( $a );
+	return pattern_match( $a['pattern'], $out )[0]
 		? array( true, 'output matches ' . describe( $a['pattern'] ) )
 		: array( false, 'output does not match ' . describe( $a['pattern'] ) . '; output: ' . describe( $out ) );
 }
@@ -395,7 +407,7 @@ function assert_returns_value( array $a ): array {
 	if ( array_key_exists( 'args_code', $a ) ) {
 		$args = eval_php( $a['args_code'] );
 		if ( ! is_array( $args ) ) {
-			throw new AuthoringError( 'args_code returned ' . describe( $args ) . ', not an array' );
+			throw new Failure( 'args_code returned ' . describe( $args ) . ', not an array of arguments' );
 		}
 	} else {
 		$args = $a['args'] ?? array();
@@ -414,7 +426,7 @@ function assert_query_result( array $a ): array {
 		'col' => $wpdb->get_col( $sql ),
 		'row' => $wpdb->get_row( $sql, ARRAY_A ),
 		'results' => $wpdb->get_results( $sql, ARRAY_A ),
-		default => throw new AuthoringError( "unknown query_result mode '$mode'" ),
+		default => throw new Failure( "unknown query_result mode '$mode'" ),
 	};
 	if ( '' !== $wpdb->last_error ) {
 		return array( false, 'query failed: ' . cut( $wpdb->last_error, 500 ) );

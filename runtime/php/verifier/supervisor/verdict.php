@@ -244,7 +244,7 @@ function decide( Outcome $o ): void {
 		return;
 	}
 	if ( $crashed ) {
-		$also[] = 'teardown did not complete: ' . crash_reason( $run, 'teardown' )[1];
+		$also[] = 'the runner did not finish cleanly: ' . crash_reason( $run, $where )[1];
 	}
 	$reasons = array();
 	$status  = 'passed';
