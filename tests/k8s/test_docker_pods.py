@@ -145,3 +145,28 @@ def test_real_container_that_never_reports_hits_the_deadline(docker_sim, mini_su
     assert not subprocess.run(
         ["docker", "ps", "-q", "--filter", "label=wpbench-sim"], capture_output=True, text=True
     ).stdout
+
+
+def test_controller_image_reconciles_a_run(sim, mini_suite, tmp_path):
+    """The controller image (make controller-image), locked down as the chart runs it, against the simulation."""
+    image = "wpbench-controller:dev"
+    if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
+        import pytest
+
+        pytest.skip(f"{image} not built (make controller-image)")
+    sim.kubeconfig.chmod(0o644)
+    sim.kubeconfig.parent.chmod(0o755)
+    name = sim.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite)).stdout.strip()
+    container = f"wpbench-ctl-test-{name}"
+    proc = subprocess.Popen(
+        ["docker", "run", "--rm", "--name", container, "--network", "host", "--read-only", "--user", "65532:65532",
+         "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "-v", f"{sim.kubeconfig}:/kc:ro", image,
+         "--kubeconfig", "/kc", "--namespace", NAMESPACE, "--health-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        run = sim.wait_phase(name, 120)
+    finally:
+        subprocess.run(["docker", "stop", "-t", "5", container], capture_output=True)
+        out = proc.communicate(timeout=30)[0]
+    assert run["status"]["phase"] == "Succeeded" and run["status"]["passed"] == 2, out[-2000:]
