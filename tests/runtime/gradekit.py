@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from wpbench_k8s.executor.base import GraderSpec
@@ -79,11 +80,52 @@ class Grader:
         self.verdicts.append(verdict)
         return Graded(verdict, raw, proc.returncode, proc.stderr, wall)
 
+    def grade_batch(self, tasks: Mapping[str, Mapping[str, Any] | str], workdir: Path) -> dict[str, Graded]:
+        """Grades tasks one after another in ONE locked-down container (`wpbench-grade FILE` each).
+
+        Only for tasks the supervisor settles without starting a runner (invalid documents,
+        invalid plugin maps, parse errors): nothing of one can reach the next, and a container
+        start per case would only cost time.
+        """
+        workdir.mkdir(parents=True, exist_ok=True)
+        workdir.chmod(0o755)
+        names = {}
+        for i, (name, doc) in enumerate(tasks.items()):
+            path = workdir / f"{i:03d}.json"
+            path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+            path.chmod(0o644)
+            names[f"/tasks/{path.name}"] = name
+        argv = self.argv("-v", f"{workdir}:/tasks:ro", "--entrypoint", "/bin/sh")
+        started = time.monotonic()
+        proc = subprocess.run([*argv, "-c", _batch_script()], capture_output=True, text=True, timeout=300, check=True)
+        wall = time.monotonic() - started
+        results: dict[str, Graded] = {}
+        for chunk in proc.stdout.split("@@task ")[1:]:
+            head, _, rest = chunk.partition("\n")
+            lines = rest.splitlines()
+            (verdict_line,) = [line for line in lines if line.startswith("{")]
+            (exit_line,) = [line for line in lines if line.startswith("@@exit ")]
+            stderr = "\n".join(line[6:] for line in lines if line.startswith("@@err "))
+            raw = json.loads(verdict_line)
+            verdict = Verdict.model_validate(raw)
+            self.verdicts.append(verdict)
+            results[names[head.strip()]] = Graded(verdict, raw, int(exit_line.split()[1]), stderr, wall / len(tasks))
+        assert set(results) == set(tasks), proc.stderr
+        return results
+
     def grade_many(self, tasks: Mapping[str, Mapping[str, Any] | str]) -> dict[str, Graded]:
         """Grades independent tasks concurrently; returns results by name."""
         with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
             futures = {name: pool.submit(self.grade, task) for name, task in tasks.items()}
             return {name: future.result() for name, future in futures.items()}
+
+
+def _batch_script() -> str:
+    return (
+        "for f in /tasks/*.json; do "
+        'echo "@@task $f"; /usr/local/bin/wpbench-grade "$f" 2>/tmp/err; echo "@@exit $?"; '
+        "sed 's/^/@@err /' /tmp/err; done"
+    )
 
 
 def task(code: str = "", *assertions: dict[str, Any], **fields: Any) -> dict[str, Any]:

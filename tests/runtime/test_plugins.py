@@ -39,9 +39,12 @@ CASES: dict[str, tuple[dict[str, str], str]] = {
 
 
 @pytest.fixture(scope="module")
-def graded(grader: Grader) -> dict[str, Graded]:
-    tasks = {name: plugin_task(files, OK) for name, (files, _) in CASES.items()}
-    tasks["valid"] = plugin_task(
+def graded(grader: Grader, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Graded]:
+    # Invalid maps and parse errors never start a runner: one container grades them all.
+    invalid = {name: plugin_task(files, OK) for name, (files, _) in CASES.items()}
+    invalid["parse_error_in_include"] = plugin_task({**VALID, "includes/helpers.php": "<?php\nfunction ( {\n"}, OK)
+    results: dict[str, Graded] = grader.grade_batch(invalid, tmp_path_factory.mktemp("plugins"))
+    valid = plugin_task(
         VALID,
         {"type": "returns_value", "function": "demo_plugin_file", "expected": "demo-plugin/demo-plugin.php"},
         {"type": "output_equals", "shortcode_content": "[demo]", "expected": "from the demo plugin"},
@@ -51,8 +54,7 @@ def graded(grader: Grader) -> dict[str, Graded]:
         },
         test_function="demo_plugin_file(): string",
     )
-    tasks["parse_error_in_include"] = plugin_task({**VALID, "includes/helpers.php": "<?php\nfunction ( {\n"}, OK)
-    results: dict[str, Graded] = grader.grade_many(tasks)
+    results["valid"] = grader.grade(valid)
     return results
 
 

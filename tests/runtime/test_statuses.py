@@ -52,7 +52,11 @@ TASKS: dict[str, object] = {
         "echo str_repeat( 'o', 1536 * 1024 ); fwrite( STDERR, str_repeat( 'e', 1536 * 1024 ) ); function f() { return 1; }",
         CALLS_F,
     ),
-    # Mis-authored tests and unusable documents: harness_error, exit 2, the field named.
+}
+
+# Mis-authored tests and unusable documents: harness_error, exit 2, the field named. The supervisor
+# rejects them before starting a runner, so they share one container (Grader.grade_batch).
+BAD_TASKS: dict[str, object] = {
     "unknown_type": task("", {"type": "custom_assertion", "code": "return true;"}, {"type": "no_such_check"}),
     "missing_param": task("", {"type": "returns_value", "function": "f"}),
     "unknown_param": task("", {"type": "hook_registered", "hook": "init", "callbak": "f"}),
@@ -70,8 +74,9 @@ TASKS: dict[str, object] = {
 
 
 @pytest.fixture(scope="module")
-def graded(grader: Grader) -> dict[str, Graded]:
+def graded(grader: Grader, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Graded]:
     results: dict[str, Graded] = grader.grade_many(TASKS)
+    results.update(grader.grade_batch(BAD_TASKS, tmp_path_factory.mktemp("bad-tasks")))
     return results
 
 
