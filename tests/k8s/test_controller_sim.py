@@ -216,3 +216,17 @@ def test_local_run_with_the_kubernetes_executor(sim, mini_suite, tmp_path):
     (jsonl,) = (tmp_path / "o").glob("results_*.jsonl")
     assert [r["grader"]["status"] for r in records(jsonl)] == ["passed", "passed"]
     assert sim.cluster.objects("jobs", NAMESPACE) == [] and sim.cluster.objects("configmaps", NAMESPACE) == []
+
+
+def test_unreachable_cluster_is_a_one_line_error(sim, tmp_path):
+    dead = tmp_path / "dead-kubeconfig"
+    dead.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "x",
+                                "clusters": [{"name": "x", "cluster": {"server": "http://127.0.0.1:9"}}],
+                                "users": [{"name": "x", "user": {}}],
+                                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "x"}}]}))  # fmt: skip
+    res = sim.cli("status", "some-run", "--kubeconfig", str(dead), check=False)
+    assert (
+        res.returncode == 3 and "cannot reach the Kubernetes API server" in res.stderr and "Traceback" not in res.stderr
+    )
+    res = sim.cli("status", "no-such-run", check=False)
+    assert res.returncode == 3 and "not found" in res.stderr

@@ -6,6 +6,7 @@ to the controller as a WPBenchRun plus ConfigMaps the run owns; the others read 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -79,6 +80,21 @@ def _context_namespace(kubeconfig: str | None, context: str | None) -> str | Non
     return str(ns) if ns else None
 
 
+def unreachable_is_an_error(func: Any) -> Any:
+    """A command whose API server cannot be reached says so in one line (exit 3), no traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import urllib3
+
+        try:
+            return func(*args, **kwargs)
+        except urllib3.exceptions.HTTPError as exc:
+            raise ClusterError(f"cannot reach the Kubernetes API server: {exc}") from exc
+
+    return wrapper
+
+
 def _api_error(exc: Any, what: str) -> ClusterError:
     try:
         message = json.loads(exc.body).get("message", exc.reason)
@@ -112,6 +128,7 @@ def _api_error(exc: Any, what: str) -> ClusterError:
     is_flag=True,
     help="Print every object the run would bring into the cluster (multi-document YAML); contact no cluster.",
 )
+@unreachable_is_an_error
 def submit_command(**params: Any) -> None:
     """Submit a run to the cluster: a WPBenchRun plus the ConfigMaps holding its manifest; prints the run name.
 
@@ -185,9 +202,12 @@ def submit(cluster: Cluster, manifest: Any, settings: Any) -> str:
 # ---- status -----------------------------------------------------------------------------------
 def _status_line(run: dict[str, Any]) -> str:
     st = run.get("status") or {}
-    total = st.get("total", run["spec"].get("items", "?"))
+    total = st.get("total", run["spec"].get("items", 0)) or 0
+    done = st.get("done", 0)
+    filled = round(24 * done / total) if total else 0
+    bar = "[" + "#" * filled + "." * (24 - filled) + "]"
     return (
-        f"{run['metadata']['name']}: {st.get('phase', 'Pending')}  {st.get('done', 0)}/{total} done"
+        f"{run['metadata']['name']}: {st.get('phase', 'Pending')}  {bar} {done}/{total} done"
         f"  passed {st.get('passed', 0)}  failed {st.get('failed', 0)}  errors {st.get('errors', 0)}"
         f"  infra {st.get('infraErrors', 0)} (retries {st.get('infraRetries', 0)})  score {st.get('score', 0.0)}"
         + (f"\n  {st['message']}" if st.get("message") else "")
@@ -198,6 +218,7 @@ def _status_line(run: dict[str, Any]) -> str:
 @click.argument("run_name")
 @cluster_options
 @click.option("--watch", "-w", is_flag=True, help="Follow the run with a progress bar until it finishes.")
+@unreachable_is_an_error
 def status_command(
     run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None, watch: bool
 ) -> None:
@@ -297,6 +318,7 @@ def load_manifest(cluster: Cluster, run: dict[str, Any]) -> Any:
     required=True,
     help="JSONL path; the summary JSON goes beside it (same stem, .json).",
 )
+@unreachable_is_an_error
 def results_command(
     run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None, output: Path
 ) -> None:
@@ -351,6 +373,7 @@ def results_command(
 @click.argument("test_id")
 @cluster_options
 @click.option("--model", help="Only this model's pod (model runs grade a test once per model).")
+@unreachable_is_an_error
 def logs_command(
     run_name: str, test_id: str, kubeconfig: str | None, context: str | None, namespace: str | None, model: str | None
 ) -> None:
@@ -399,6 +422,7 @@ def logs_command(
 @click.command("cancel")
 @click.argument("run_name")
 @cluster_options
+@unreachable_is_an_error
 def cancel_command(run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None) -> None:
     """Stop a run: the controller deletes its running Jobs; stored results stay (`results` still works)."""
     from wpbench_controller import crd
