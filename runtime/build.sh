@@ -16,7 +16,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 CACHE=${WPBENCH_CACHE:-/var/cache/wpbench}
 PLAYGROUND_PKG=@wp-playground/cli@3.1.56
-LOCAL_BASE=wpbench-base:sid
+LOCAL_BASE=${WPBENCH_BASE_TAG:-wpbench-base:sid}
 
 log() { echo "build.sh: $*" >&2; }
 start=$(date +%s)
