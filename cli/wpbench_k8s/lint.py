@@ -8,7 +8,10 @@ from typing import Literal
 
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, Suite
 
-_DELIMITED = re.compile(r"^([^\w\s\\])(.*)\1([imsxuADSUXJn]*)$", re.DOTALL)
+# The verifier's rule (runtime/php/verifier/common/patterns.php): one of these delimiters, the same
+# one at the end plus PCRE flags, and no unescaped delimiter in between; anything else is wrapped.
+_DELIMITERS = "/#~!@%|`"
+_FLAGS = re.compile(r"^[imsxuADSUXJn]*$")
 _KNOWN_EXEC_KEYS = set(ExecutionTest.model_fields)
 _KNOWN_KNOW_KEYS = set(KnowledgeTest.model_fields)
 
@@ -20,15 +23,35 @@ class Problem:
     message: str
 
 
+def split_delimited(pattern: str) -> tuple[str, str] | None:
+    """(body, flags) when the verifier uses `pattern` as a delimited PCRE, else None."""
+    if len(pattern) < 2 or pattern[0] not in _DELIMITERS:
+        return None
+    delimiter = pattern[0]
+    end = pattern.rfind(delimiter)
+    if end == 0 or not _FLAGS.match(pattern[end + 1 :]):
+        return None
+    body = pattern[1:end]
+    i = 0
+    while i < len(body):
+        if body[i] == "\\":
+            i += 1
+        elif body[i] == delimiter:
+            return None
+        i += 1
+    return body, pattern[end + 1 :]
+
+
 def pcre_to_python(pattern: str) -> tuple[str, int]:
     """Best-effort translation of a static-check pattern (PCRE, maybe delimited) for a compile check."""
-    match = _DELIMITED.match(pattern)
-    if not match:
+    split = split_delimited(pattern)
+    if split is None:
         return pattern, 0
+    body, flag_chars = split
     flags = 0
-    for flag in match.group(3):
+    for flag in flag_chars:
         flags |= {"i": re.I, "m": re.M, "s": re.S, "x": re.X}.get(flag, 0)
-    return match.group(2), flags
+    return body, flags
 
 
 def lint_execution(test: ExecutionTest) -> list[Problem]:

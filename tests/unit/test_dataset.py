@@ -67,3 +67,13 @@ def test_jsonl_export_round_trips(mini_suite, tmp_path):
     again = load_suite(path)
     assert again.name == "mini"
     assert [t.model_dump() for t in again.all_tests()] == [t.model_dump() for t in suite.all_tests()]
+
+
+def test_lint_reads_patterns_the_way_the_verifier_does():
+    from wpbench_k8s.lint import pcre_to_python
+
+    assert pcre_to_python("/add_action/i") == ("add_action", 2)  # re.I
+    assert pcre_to_python(r"(?<![A-Za-z_])__\s*\(") == (r"(?<![A-Za-z_])__\s*\(", 0)  # not delimited
+    assert pcre_to_python("[ab]x[") == ("[ab]x[", 0)
+    assert pcre_to_python("/a/b/") == ("/a/b/", 0)  # unescaped delimiter inside: wrapped, not split
+    assert pcre_to_python(r"#a\#b#s") == (r"a\#b", 16)  # re.S
