@@ -81,6 +81,9 @@ class RunManifest(BaseModel):
     continue_on_error: bool = False
     models: list[ModelSpec] = Field(default_factory=list)
     skills: list[SkillSpec] = Field(default_factory=list)
+    # Optional AI judge: its model and the rubric's content (the controller has no dataset folder).
+    judge: ModelSpec | None = None
+    judge_rubric: dict[str, Any] | None = None
     # Tests as loaded (execution + knowledge), keyed by id: the controller needs them to build
     # records identical to a local run's without the dataset folder.
     tests: dict[str, dict[str, Any]] = Field(default_factory=dict)

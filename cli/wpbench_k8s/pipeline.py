@@ -155,6 +155,7 @@ def plan_run(
                                          else None)
                         )  # fmt: skip
     selected_ids = [t.id for t in selected if any(i.test_id == t.id for i in items)]
+    judge, rubric = _judge_settings(config, mode)
     return RunManifest(
         run_id=run_id or new_run_id(),
         suite=suite.name,
@@ -168,9 +169,29 @@ def plan_run(
         continue_on_error=config.run.continue_on_error,
         models=models,
         skills=skills,
+        judge=judge,
+        judge_rubric=rubric,
         tests={t.id: t.model_dump(mode="json", exclude_none=True) for t in selected if t.id in selected_ids},
         items=items,
     )
+
+
+def _judge_settings(config: Config, mode: RunMode) -> tuple[ModelSpec | None, dict[str, Any] | None]:
+    """The judge travels in the manifest, so local and cluster runs judge alike."""
+    if mode not in ("models", "completions") or config.judge.skip or not config.judge.model:
+        return None, None
+    from wpbench_k8s.models.judge import judge_spec, load_rubric  # no litellm import on this path
+
+    return judge_spec(config.judge.model), load_rubric(config.judge.rubric).model_dump(mode="json")
+
+
+def judge_for(manifest: RunManifest) -> Any | None:
+    """The manifest's judge (wpbench_k8s.models.judge.Judge), or None when the run has none."""
+    if manifest.judge is None or manifest.judge_rubric is None:
+        return None
+    from wpbench_k8s.models.judge import Judge, Rubric
+
+    return Judge(manifest.judge, Rubric.model_validate(manifest.judge_rubric))
 
 
 def _completion_candidate(
@@ -213,6 +234,10 @@ class ItemGrader:
     attempts: int = INFRA_ATTEMPTS
     # Optional AI judge (wpbench_k8s.models.judge.Judge): fills scores.quality and record.judge.
     judge: Any | None = None
+
+    def __post_init__(self) -> None:
+        if self.judge is None:
+            self.judge = judge_for(self.manifest)
 
     def grade_with_retries(self, task: GradeTask) -> tuple[Verdict | None, int, str | None]:
         """Run the task; infrastructure failures are retried, then reported as infra, never scored."""
@@ -262,7 +287,7 @@ class ItemGrader:
             return build_record(manifest, item, _unextractable(task, item.candidate.extraction_error), usage=usage)
         verdict, retries, infra = self.grade_with_retries(task)
         if verdict is None:
-            return build_record(manifest, item, None, usage=usage, infra_retries=retries,
+            return build_record(manifest, item, None, usage=usage, infra_retries=retries, infra=True,
                                 error=f"infra_error after {retries + 1} attempts: {infra}")  # fmt: skip
         record = build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
         if self.judge is not None:

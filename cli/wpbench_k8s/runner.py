@@ -74,14 +74,6 @@ class LocalRun:
 
         return generate_candidate
 
-    def _judge(self) -> Any:
-        judge = self.config.judge
-        if self.manifest.mode not in ("models", "completions") or judge.skip or not judge.model:
-            return None
-        from wpbench_k8s.models.judge import Judge
-
-        return Judge.from_names(judge.model, judge.rubric)
-
     def execute(self) -> int:
         """Run to the end; returns the process exit code."""
         manifest = self.manifest
@@ -90,7 +82,7 @@ class LocalRun:
             manifest.grader = executor.preflight()
         started = now_iso()
         writer = ResultsWriter(Path(self.config.output.path), Path(self.config.output.jsonl_path), run_timestamp())
-        grade = ItemGrader(manifest, executor, generate=self._generator(), judge=self._judge())
+        grade = ItemGrader(manifest, executor, generate=self._generator())
         progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

@@ -19,11 +19,16 @@ def build_record(
     *,
     usage: Usage | None = None,
     infra_retries: int = 0,
+    infra: bool = False,
     error: str | None = None,
     knowledge_score: float | None = None,
     answer: str | None = None,
 ) -> Record:
-    """The one place a record is made. `error` marks the record as excluded from aggregates."""
+    """The one place a record is made. `error` marks the record as excluded from aggregates.
+
+    Without a verdict, `infra=True` says the infrastructure failed to grade (status infra_error);
+    otherwise nothing reached a grader (a generation error: status not_graded).
+    """
     test = manifest.tests.get(item.test_id, {})
     candidate = item.candidate
     output = RecordOutput(
@@ -38,7 +43,9 @@ def build_record(
         grader = RecordGrader(status="not_graded", reason="knowledge test: scored by answer matching")
     elif verdict is None:
         scores = RecordScores()
-        grader = RecordGrader(status="infra_error", reason=error or "no verdict", infra_retries=infra_retries)
+        grader = RecordGrader(
+            status="infra_error" if infra else "not_graded", reason=error or "no verdict", infra_retries=infra_retries
+        )
     else:
         scores = RecordScores(
             correctness=_correctness(verdict),

@@ -14,11 +14,12 @@ from typing import Any
 from kubernetes import client as k8s
 
 from wpbench_controller.generation import Generated
+from wpbench_k8s.dataset import ExecutionTest
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import Executor, GraderSpec
 from wpbench_k8s.executor.kubernetes import JobOutcome, VerdictUnreadable, job_outcome, pod_log, read_verdict
 from wpbench_k8s.manifest import ManifestItem, RunManifest
-from wpbench_k8s.pipeline import ItemGrader
+from wpbench_k8s.pipeline import ItemGrader, judge_for, test_of
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
 from wpbench_runtime.contract import GradeTask, Verdict
@@ -41,6 +42,7 @@ def infra_record(manifest: RunManifest, item: ManifestItem, outcome: JobOutcome,
         None,
         usage=usage,
         infra_retries=outcome.retries,
+        infra=True,
         error=f"infra_error after {attempts} attempt{'s' if attempts > 1 else ''}: {outcome.reason}",
     )
     if outcome.timeout:
@@ -76,7 +78,12 @@ def collect(
     except VerdictUnreadable as exc:
         outcome.reason = f"pod {pod_name}: {exc}"
         return Collected(infra_record(manifest, item, outcome, usage), outcome)
-    return Collected(build_record(manifest, item, verdict, usage=usage, infra_retries=outcome.retries), outcome)
+    record = build_record(manifest, item, verdict, usage=usage, infra_retries=outcome.retries)
+    judge = judge_for(manifest)
+    test = test_of(manifest, item.test_id)
+    if judge is not None and item.candidate is not None and isinstance(test, ExecutionTest):
+        record = judge.annotate(record, test, item.candidate)
+    return Collected(record, outcome)
 
 
 class _NoGrader(Executor):

@@ -27,7 +27,8 @@ class KnowledgeScore:
 
 
 # Decorations stripped from answers: markdown emphasis, backticks, straight and curly quotes.
-_QUOTES = "*_`'\"\u201c\u201d\u2018\u2019"
+# Emphasis and quote marks around an answer; not "_", which starts real identifiers (`_x`, `_fields`).
+_QUOTES = "*`'\"\u201c\u201d\u2018\u2019"
 
 
 def _normalise(text: str) -> str:
