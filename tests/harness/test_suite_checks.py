@@ -16,9 +16,25 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 def check(mode: str, image: str, out: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
     res = subprocess.run(
-        [sys.executable, "-m", "wpbench_k8s", "run", mode, "--dataset-path", str(SUITE), "--execution-concurrency",
-         "2", "--output", str(out / "results.json"), "--image", image],
-        capture_output=True, text=True, cwd=REPO, timeout=3600,
+        [
+            sys.executable,
+            "-m",
+            "wpbench_k8s",
+            "run",
+            mode,
+            "--dataset-path",
+            str(SUITE),
+            "--execution-concurrency",
+            "2",
+            "--output",
+            str(out / "results.json"),
+            "--image",
+            image,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=3600,
     )
     summaries = list(out.glob("results_*.json"))
     assert summaries, res.stderr[-3000:]
