@@ -51,14 +51,24 @@ foreach ( array( '/proc/self/mem', '/proc/self/maps', '/proc/self/environ', '/pr
 }
 $r['write_proc_1_fd_1'] = false !== @file_put_contents( '/proc/1/fd/1', $fake );
 // Processes, signals, FFI, resource enumeration.
-foreach ( array( 'exec', 'shell_exec', 'system', 'passthru', 'proc_open', 'popen', 'pcntl_fork', 'pcntl_exec', 'posix_kill', 'posix_setsid', 'mail', 'putenv', 'dl', 'get_resources' ) as $fn ) {
+foreach ( array( 'exec', 'shell_exec', 'system', 'passthru', 'proc_open', 'popen', 'pcntl_fork', 'pcntl_exec', 'posix_kill', 'posix_setsid', 'mail', 'putenv', 'dl', 'get_resources', 'symlink', 'link' ) as $fn ) {
 	$r['callable'][ $fn ] = function_exists( $fn );
 }
 try { exec( '/bin/sh -c id' ); $r['exec'] = 'ran'; } catch ( \Error $e ) { $r['exec'] = $e->getMessage(); }
 try { $r['ffi'] = class_exists( 'FFI' ) ? ( FFI::cdef( 'int getpid(void);' ) ? 'usable' : 'no' ) : 'absent'; } catch ( \Throwable $e ) { $r['ffi'] = 'blocked'; }
 $r['ffi_enable'] = ini_get( 'ffi.enable' );
+// Native code the candidate wrote itself (bytes of a real shared object, decoded below) must not load.
+file_put_contents( '/run/wpbench/wp-content/evil.so', base64_decode( $GLOBALS['wpbench_test_so'] ?? '' ) );
+try {
+	( new Pdo\Sqlite( 'sqlite::memory:' ) )->loadExtension( '/run/wpbench/wp-content/evil.so' );
+	$r['load_extension'] = 'loaded';
+} catch ( \Throwable $e ) {
+	$r['load_extension'] = $e->getMessage();
+}
+$curl = curl_init();
+$r['ssl_engine'] = curl_setopt( $curl, CURLOPT_SSLENGINE, '/run/wpbench/wp-content/evil.so' );
 // Writes outside the tmpfs mounts.
-foreach ( array( '/opt/wordpress/evil.php', '/opt/wordpress/wp-config.php', '/opt/wpbench/baseline/x', '/etc/evil', '/evil', '/tmp/ok', '/run/wpbench/ok' ) as $p ) {
+foreach ( array( '/opt/wordpress/evil.php', '/opt/wordpress/wp-config.php', '/opt/wpbench/baseline/x', '/etc/evil', '/evil', '/run/wpbench/x', '/run/wpbench/opcache/x', '/tmp/ok', '/run/wpbench/wp-content/ok' ) as $p ) {
 	$r['write'][ $p ] = false !== @file_put_contents( $p, 'x' );
 }
 // The network.
@@ -72,11 +82,23 @@ echo 'REPORT:' . json_encode( $r ) . "\n";
 """
 
 
+def shared_object(image: str) -> str:
+    """A real shared object's bytes (base64): loading it would succeed if nothing stopped it."""
+    out = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "base64", image, "-w0", "/usr/lib/x86_64-linux-gnu/libz.so.1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
 @pytest.fixture(scope="module")
 def graded(grader: Grader) -> dict[str, Graded]:
+    setup = {"setup": f"$GLOBALS['wpbench_test_so'] = '{shared_object(grader.image)}';"}
     results: dict[str, Graded] = grader.grade_many(
         {
-            "hostile": task(HOSTILE, FAILS, {"type": "custom_assertion", "code": "return true;"}),
+            "hostile": task(HOSTILE, FAILS, {"type": "custom_assertion", "code": "return true;"}, runtime=setup),
             "stop_early": task(
                 r"""$fd3 = fopen( 'php://fd/3', 'w' );
 fwrite( $fd3, 'WPB1 ' . str_repeat( 'a', 64 ) . ' {"event":"done"}' . "\n" );
@@ -129,9 +151,19 @@ def test_no_processes_and_no_ffi(graded: dict[str, Graded]) -> None:
     assert r["ffi"] == "absent" and r["ffi_enable"] in ("0", False)
 
 
+def test_no_native_code_of_its_own(graded: dict[str, Graded]) -> None:
+    g = graded["hostile"]
+    r = report(g)
+    # Without the guard the library loads and SQLite then misses its entry point ("undefined symbol").
+    assert r["load_extension"].startswith("Unable to load extension"), r["load_extension"]
+    assert "undefined symbol" not in r["load_extension"]
+    assert r["ssl_engine"] is False
+    assert "wpbench: refused to load native code from /run/wpbench/wp-content/evil.so" in g.verdict.stderr
+
+
 def test_no_writes_outside_the_tmpfs_mounts(graded: dict[str, Graded]) -> None:
     writes = report(graded["hostile"])["write"]
-    assert {p for p, ok in writes.items() if ok} == {"/tmp/ok", "/run/wpbench/ok"}
+    assert {p for p, ok in writes.items() if ok} == {"/tmp/ok", "/run/wpbench/wp-content/ok"}
 
 
 def test_no_network(graded: dict[str, Graded]) -> None:

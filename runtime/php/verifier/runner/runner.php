@@ -1,8 +1,8 @@
 <?php
 /**
  * The runner: the one process that runs candidate code. Started by the supervisor with
- * `php -n ... runner.php`, a sandbox at the PHP level (open_basedir, disable_functions,
- * ffi.enable=0) and these descriptors:
+ * `php -n ... runner.php`, disable_functions, no FFI, the native guard preloaded, and these
+ * descriptors (open_basedir is set by lock_down() once WordPress has booted):
  *
  *   0  stdin: "<nonce>\n<job JSON>", read once and closed
  *   1  stdout, 2  stderr: candidate output, captured by the supervisor as data (never parsed)
@@ -32,6 +32,24 @@ function line( string $event, array $data = array() ): string {
 
 function ms_since( int $start ): int {
 	return intdiv( hrtime( true ) - $start, 1000000 );
+}
+
+/**
+ * Closes the sandbox before any test or candidate code runs: the native guard must be mapped
+ * (LD_PRELOAD can fail silently) and open_basedir is set now rather than at start-up, so WordPress
+ * boots with PHP's realpath cache (see runner_argv() in supervisor/sandbox.php).
+ *
+ * @return true|string True, or what is wrong.
+ */
+function lock_down( string $open_basedir, string $guard ): true|string {
+	$maps = file_get_contents( '/proc/self/maps' );
+	if ( false === $maps || ! str_contains( $maps, $guard ) ) {
+		return "the native guard $guard is not loaded";
+	}
+	if ( false === ini_set( 'open_basedir', $open_basedir ) || ini_get( 'open_basedir' ) !== $open_basedir ) {
+		return 'open_basedir could not be set';
+	}
+	return true;
 }
 
 /** Boots WordPress. A separate function so WordPress's locals never share main()'s scope. */
@@ -158,6 +176,7 @@ function main(): void {
 	boot();
 	$booted = array(
 		'ms'                => ms_since( $start ),
+		'sandbox'           => lock_down( $job['open_basedir'], $job['guard'] ),
 		'wordpress_version' => $GLOBALS['wp_version'] ?? '',
 		'sqlite_version'    => defined( 'SQLITE_DRIVER_VERSION' ) ? SQLITE_DRIVER_VERSION : '',
 		'sqlite_dropin'     => ( $GLOBALS['wpdb'] ?? null ) instanceof \WP_SQLite_DB,
@@ -165,6 +184,10 @@ function main(): void {
 		'issues'            => Issues::drain(),
 	);
 	fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'booted', $booted ) );
+	if ( true !== $booted['sandbox'] ) {
+		$done = true; // nothing runs outside the sandbox; the supervisor reports why
+		exit( 70 );
+	}
 
 	$phase = 'setup';
 	$setup = run_test_code( $job['setup'] );

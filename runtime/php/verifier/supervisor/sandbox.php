@@ -25,8 +25,14 @@ const DISABLED_FUNCTIONS = array(
 	'exec', 'shell_exec', 'system', 'passthru', 'proc_open', 'popen', 'proc_close', 'proc_get_status',
 	'proc_terminate', 'proc_nice', 'posix_kill', 'posix_setsid', 'posix_setpgid', 'posix_setuid',
 	'posix_setgid', 'posix_seteuid', 'posix_setegid', 'posix_setrlimit', 'posix_mkfifo', 'posix_mknod',
-	'dl', 'putenv', 'mail', 'mb_send_mail', 'get_resources', 'cli_set_process_title',
+	'dl', 'putenv', 'mail', 'mb_send_mail', 'get_resources', 'cli_set_process_title', 'symlink', 'link',
 );
+// Where the runner's PHP code may touch files once WordPress has booted (set by the runner itself,
+// see runner.php). /run/wpbench/opcache is deliberately outside: candidate code cannot replace the
+// compiled scripts WordPress loads later.
+const OPEN_BASEDIR = '/opt/wordpress/:/opt/wpbench/:' . RUN_DIR . '/wp-content/:' . RUN_DIR . '/candidate/:/tmp/';
+// Preloaded into the runner: refuses dlopen() outside the system library directories.
+const NATIVE_GUARD = '/opt/wpbench/lib/nodlopen.so';
 
 /** The verifier could not prepare or run the sandbox (harness_error, exit 3). */
 final class SandboxError extends \RuntimeException {}
@@ -118,7 +124,11 @@ function remove_tree( string $path ): void {
 
 /**
  * The runner's command line: `php -n`, the extensions and settings WordPress wants
- * (php/wp/php-flags.php, shared with the opcache warm-up) and the sandbox.
+ * (php/wp/php-flags.php, shared with the opcache warm-up) and the sandbox. open_basedir is not
+ * among them: the runner sets it itself once WordPress has booted (job "open_basedir"), because
+ * PHP turns its realpath cache off for good when open_basedir is set at start-up, which costs
+ * ~20 ms of CPU per boot. That is safe only because symlink() and link() are disabled: without
+ * them candidate code cannot make a cached path resolve somewhere else later.
  *
  * @return list<string>
  */
@@ -138,7 +148,6 @@ function runner_argv( string $opcache_mode ): array {
 	}
 	$disabled = array_merge( DISABLED_FUNCTIONS, function_exists( 'pcntl_fork' ) ? get_extension_funcs( 'pcntl' ) : array() );
 	$sandbox  = array(
-		'open_basedir'      => '/opt/wordpress/:/opt/wpbench/:' . RUN_DIR . '/:/tmp/',
 		'disable_functions' => implode( ',', array_unique( $disabled ) ),
 		'ffi.enable'        => '0',
 		'enable_dl'         => '0',
@@ -296,7 +305,10 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 	$protocol = new Protocol( $nonce, $has_test_function, count( $job['assertions'] ) );
 	$stdin    = $nonce . "\n" . json_encode( $job, JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE | JSON_THROW_ON_ERROR );
 	$nonce    = null;
-	$env      = array( 'PATH' => '/usr/bin:/bin', 'HOME' => '/tmp', 'TMPDIR' => '/tmp', 'LANG' => 'C.UTF-8' );
+	$env      = array( 'PATH' => '/usr/bin:/bin', 'HOME' => '/tmp', 'TMPDIR' => '/tmp', 'LANG' => 'C.UTF-8', 'LD_PRELOAD' => NATIVE_GUARD );
+	if ( ! is_file( NATIVE_GUARD ) ) {
+		throw new SandboxError( 'the native guard ' . NATIVE_GUARD . ' is missing from the image' );
+	}
 	$spec     = array( 0 => array( 'pipe', 'r' ), 1 => array( 'pipe', 'w' ), 2 => array( 'pipe', 'w' ), 3 => array( 'pipe', 'w' ) );
 	$start    = microtime( true );
 	$proc     = proc_open( $argv, $spec, $pipes, '/opt/wordpress', $env );

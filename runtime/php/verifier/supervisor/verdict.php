@@ -212,6 +212,10 @@ function decide( Outcome $o ): void {
 		$o->set( 'harness_error', "WordPress did not boot: $detail" . stderr_tail( $run ), 3 );
 		return;
 	}
+	if ( true !== ( $booted['sandbox'] ?? null ) ) {
+		$o->set( 'harness_error', 'verifier error: the runner sandbox could not be established: ' . json_encode( $booted['sandbox'] ?? null ), 3 );
+		return;
+	}
 	if ( ! $booted['sqlite_dropin'] || ! $booted['installed'] ) {
 		$o->set( 'harness_error', 'WordPress booted without the SQLite drop-in or the baseline site', 3 );
 		return;
