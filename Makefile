@@ -28,7 +28,7 @@ runtime-image: docker
 demo: setup runtime-image
 	$(BIN)/wpbench-k8s run --check-reference-solution --limit 12 --execution-concurrency $(CONCURRENCY)
 
-test: setup runtime-image
+test: setup runtime-image controller-image
 	$(BIN)/pytest -q
 
 test-unit: setup
