@@ -6,8 +6,6 @@ BIN := $(VENV)/bin
 IMAGE ?= wpbench-grader:dev
 CONCURRENCY ?= 2
 
--include mk/kind.mk
-
 .PHONY: setup docker runtime-image demo test test-unit lint typecheck bench verify schema clean kind-up e2e-kind kind-down controller-image
 
 setup: $(VENV)/.installed
@@ -51,3 +49,6 @@ verify: lint typecheck test
 
 clean:
 	rm -rf output build .pytest_cache .mypy_cache .ruff_cache
+
+# Kubernetes targets: controller-image kind-up e2e-kind kind-down bench-k8s chart-lint.
+include mk/kind.mk
