@@ -124,7 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.samples < 1:
         parser.error("--samples must be at least 1")
     console = Console()
-    inspect = subprocess.run(["docker", "image", "inspect", args.image], capture_output=True, check=False)
+    try:
+        inspect = subprocess.run(["docker", "image", "inspect", args.image], capture_output=True, check=False)
+    except FileNotFoundError:
+        console.print("[red]docker CLI not found[/red]: run `make docker` (scripts/ensure-docker.sh)")
+        return 2
     if inspect.returncode != 0:
         console.print(f"[red]image {args.image} not found[/red]: build it with `make runtime-image`")
         return 2
