@@ -298,7 +298,7 @@ final class Capture {
  * Runs the runner to completion, to the timeout, or until it has said its last word.
  *
  * @param list<string> $argv
- * @return array{protocol: Protocol, stdout: Capture, stderr: Capture, timed_out: bool, exit_code: ?int, signal: ?int, ms: int}
+ * @return array{protocol: Protocol, stdout: Capture, stderr: Capture, timed_out: bool, exit_code: ?int, signal: ?int, ms: int, exit_ms: ?int}
  */
 function run_runner( array $argv, array $job, float $timeout, bool $has_test_function ): array {
 	$nonce    = bin2hex( random_bytes( 32 ) );
@@ -319,8 +319,9 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 	$captures = array( 1 => new Capture(), 2 => new Capture() );
 	$deadline  = $start + BOOT_ALLOWANCE_SECONDS;
 	$booted    = false;
-	$timed_out = false;
-	$status    = null;
+	$timed_out   = false;
+	$status      = null;
+	$finished_at = null;
 	try {
 		foreach ( $pipes as $pipe ) {
 			stream_set_blocking( $pipe, false );
@@ -333,7 +334,8 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 				$deadline = $now + $timeout;
 			}
 			if ( $protocol->finished ) {
-				$deadline = min( $deadline, $now + EXIT_GRACE_SECONDS );
+				$finished_at ??= $now;
+				$deadline      = min( $deadline, $finished_at + EXIT_GRACE_SECONDS );
 			}
 			if ( ! $open || ( $protocol->finished && null === $status ) ) {
 				$status = proc_get_status( $proc );
@@ -407,6 +409,7 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 		'exit_code' => $status['signaled'] ? null : $status['exitcode'],
 		'signal'    => $status['signaled'] ? $status['termsig'] : null,
 		'ms'        => (int) round( ( microtime( true ) - $start ) * 1000 ),
+		'exit_ms'   => null === $finished_at ? null : (int) round( ( microtime( true ) - $finished_at ) * 1000 ),
 	);
 }
 
