@@ -45,8 +45,10 @@ TASKS: dict[str, object] = {
     ),
     "warnings": task(
         "$a = array(); echo $a['missing'] ?? ''; echo @$a['quiet']; echo $a['loud'];\n"
-        "trigger_error( 'heads up', E_USER_NOTICE ); _doing_it_wrong( 'f', 'careful', '6.0' );\nfunction f() { return 1; }",
+        "trigger_error( 'heads up', E_USER_NOTICE ); _doing_it_wrong( 'f', 'careful', '6.0' );\nfunction f() { return 1; }\n"
+        'echo "bytes:\\xff\\xfe";',
         CALLS_F,
+        {"type": "hook_registered", "hook": "init", "callback": None, "priority": None},
     ),
     "caps": task(
         "echo str_repeat( 'o', 1536 * 1024 ); fwrite( STDERR, str_repeat( 'e', 1536 * 1024 ) ); function f() { return 1; }",
@@ -187,6 +189,7 @@ def test_candidate_code_cannot_claim_the_test_is_broken(graded: dict[str, Graded
 def test_warnings_are_recorded_not_failures(graded: dict[str, Graded]) -> None:
     g = graded["warnings"]
     check(g, "passed")
+    assert g.verdict.stdout.endswith("bytes:\ufffd\ufffd")  # invalid UTF-8 cannot break the verdict
     issues = [(i.level, i.message) for i in g.verdict.php_issues]
     assert ("Warning", 'Undefined array key "loud"') in issues
     assert ("Notice", "heads up") in issues

@@ -288,7 +288,11 @@ function assertion( mixed $item, string $path ): array {
 		if ( ! isset( $params[ $name ] ) ) {
 			throw new TaskError( "$path.$name", "not a parameter of $type (known: " . implode( ', ', array_keys( $params ) ) . ')' );
 		}
-		$out[ $name ] = parameter( rtrim( $params[ $name ], '!' ), $value, "$path.$name" );
+		$kind = rtrim( $params[ $name ], '!' );
+		if ( null === $value && 'any' !== $kind ) {
+			continue; // an explicit null is an absent parameter (null stays a value for expected, data, body)
+		}
+		$out[ $name ] = parameter( $kind, $value, "$path.$name" );
 	}
 	foreach ( $params as $name => $kind ) {
 		if ( str_ends_with( $kind, '!' ) && ! array_key_exists( $name, $out ) ) {
