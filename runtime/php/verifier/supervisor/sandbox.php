@@ -190,7 +190,7 @@ final class Protocol {
 			$this->buffer = substr( $this->buffer, $newline + 1 );
 			$this->line( $line );
 		}
-		if ( strlen( $this->buffer ) > OUTPUT_CAP ) {
+		if ( strlen( $this->buffer ) > 2 * OUTPUT_CAP ) {
 			// Only the tail can still hold our event (anything before it was written by someone else).
 			$this->buffer = substr( $this->buffer, -OUTPUT_CAP );
 		}
