@@ -31,7 +31,7 @@ def lockdown_args(spec: GraderSpec) -> list[str]:
         "--memory", f"{lim.memory_mb}m",
         "--memory-swap", f"{lim.memory_mb}m",
         "--pids-limit", str(lim.pids),
-        "--tmpfs", f"/run/wpbench:rw,exec,size={lim.wordpress_tmpfs_mb}m,uid=65532,gid=65532,mode=0700",
+        "--tmpfs", f"/run/wpbench:rw,noexec,nosuid,size={lim.wordpress_tmpfs_mb}m,uid=65532,gid=65532,mode=0700",
         "--tmpfs", f"/tmp:rw,noexec,nosuid,size={lim.tmp_tmpfs_mb}m,uid=65532,gid=65532,mode=1777",
     ]  # fmt: skip
 
