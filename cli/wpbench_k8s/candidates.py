@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from wpbench_k8s.dataset import ExecutionTest
-from wpbench_k8s.errors import InputError
+from wpbench_k8s.errors import InputError, first_error
 from wpbench_k8s.manifest import Candidate
 
 # Zero-effort stubs: a test whose assertions one of these satisfies is under-specified.
@@ -85,9 +85,8 @@ def load_completions(path: Path, known_ids: set[str]) -> list[CompletionLine]:
         except json.JSONDecodeError as exc:
             raise InputError(f"{path}: line {lineno}: malformed JSON: {exc.msg}") from exc
         except ValidationError as exc:
-            err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            raise InputError(f"{path}: line {lineno}, field {field}: {err['msg']}") from exc
+            field, message = first_error(exc)
+            raise InputError(f"{path}: line {lineno}, field {field}: {message}") from exc
         if line.test_id not in known_ids:
             raise InputError(f"{path}: line {lineno}: unknown test id {line.test_id}")
         if line.code is None and line.files is None and line.completion is None:

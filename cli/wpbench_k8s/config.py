@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from wpbench_k8s.errors import InputError
+from wpbench_k8s.errors import InputError, first_error
 from wpbench_k8s.executor.base import GraderLimits
 
 DEFAULT_SUITE = "wpk-core-v1"
@@ -134,9 +134,7 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> C
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"])
-        msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        key, msg = first_error(exc)
         raise InputError(f"{where}: {key}: {msg}") from exc
 
 

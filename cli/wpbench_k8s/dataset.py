@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from wpbench_k8s.errors import InputError
+from wpbench_k8s.errors import InputError, first_error
 from wpbench_runtime.contract import (
     ASSERTION_TYPES,
     PLUGIN_MAX_FILES,
@@ -150,8 +149,7 @@ class Suite(BaseModel):
         return {t.id: t for t in self.all_tests()}
 
 
-def _where(path: Path, test_id: str | None, loc: Iterable[Any] = ()) -> str:
-    field = ".".join(str(p) for p in loc)
+def _where(path: Path, test_id: str | None, field: str = "") -> str:
     parts = [str(path)]
     if test_id:
         parts.append(f"test {test_id}")
@@ -169,8 +167,8 @@ def _parse_test(kind: str, raw: Any, path: Path, index: int) -> AnyTest:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise InputError(f"{_where(path, label, err['loc'])}: {err['msg']}") from exc
+        field, message = first_error(exc)
+        raise InputError(f"{_where(path, label, field)}: {message}") from exc
 
 
 def _read_json(path: Path) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 
 class WPBenchError(Exception):
     """Base for errors the CLI reports without a traceback."""
@@ -29,3 +31,11 @@ class InfraError(WPBenchError):
     """
 
     exit_code = 3
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """(dotted field path, message) of a pydantic error, for messages that name the field."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"])
+    message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    return field, message

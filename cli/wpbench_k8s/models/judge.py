@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from wpbench_k8s.dataset import ExecutionTest
-from wpbench_k8s.errors import InputError
+from wpbench_k8s.errors import InputError, first_error
 from wpbench_k8s.manifest import Candidate, ModelSpec
 from wpbench_k8s.models.client import ModelCallError, RetryPolicy, complete
 from wpbench_k8s.models.extract import json_documents
@@ -83,9 +83,8 @@ def load_rubric(path: Path | str | None = None) -> Rubric:
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from exc
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{path}: judge rubric field {where}: {err['msg']}") from exc
+        where, message = first_error(exc)
+        raise InputError(f"{path}: judge rubric field {where}: {message}") from exc
     return rubric.model_copy(update={"sha256": "sha256:" + hashlib.sha256(data).hexdigest()})
 
 

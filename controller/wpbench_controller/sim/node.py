@@ -558,6 +558,18 @@ class Kubelet:
     def _set(self, key: tuple[str, str], mutate: Callable[[Obj], None]) -> None:
         self.store.update_status(self.pods, *key, mutate)
 
+    def _set_waiting(self, key: tuple[str, str], container: Obj, reason: str, message: str) -> None:
+        """The container could not start: report it as kubelet does, as a waiting state."""
+        status = {
+            "name": container["name"],
+            "image": container["image"],
+            "ready": False,
+            "restartCount": 0,
+            "imageID": "",
+            "state": {"waiting": {"reason": reason, "message": message}},
+        }
+        self._set(key, lambda p: p["status"].update(containerStatuses=[status]))
+
     def _run(self, key: tuple[str, str]) -> None:
         try:
             self._run_pod(key)
@@ -584,23 +596,7 @@ class Kubelet:
             threading.Timer(0.5, lambda: self._self_evict(key)).start()
             fault = None
         if not self.runner.has_image(c["image"]) or fault == "image-pull":
-            self._set(
-                key,
-                lambda p: p["status"].update(
-                    containerStatuses=[
-                        {
-                            "name": c["name"],
-                            "image": c["image"],
-                            "ready": False,
-                            "restartCount": 0,
-                            "imageID": "",
-                            "state": {
-                                "waiting": {"reason": "ErrImagePull", "message": f"pull {c['image']}: not found"}
-                            },
-                        }
-                    ]
-                ),
-            )
+            self._set_waiting(key, c, "ErrImagePull", f"pull {c['image']}: not found")
             while remaining() > 0 and key not in self._killed:
                 time.sleep(0.2)
             self._finish(key, None, "", "", deadline_hit=key not in self._killed, started=None)
@@ -612,21 +608,7 @@ class Kubelet:
         except Exception as exc:
             shutil.rmtree(workdir, ignore_errors=True)
             msg = str(exc)
-            self._set(
-                key,
-                lambda p: p["status"].update(
-                    containerStatuses=[
-                        {
-                            "name": c["name"],
-                            "image": c["image"],
-                            "ready": False,
-                            "restartCount": 0,
-                            "imageID": "",
-                            "state": {"waiting": {"reason": "CreateContainerConfigError", "message": msg}},
-                        }
-                    ]
-                ),
-            )
+            self._set_waiting(key, c, "CreateContainerConfigError", msg)
             while remaining() > 0 and key not in self._killed:
                 time.sleep(0.2)
             self._finish(key, None, "", "", deadline_hit=key not in self._killed, started=None)
