@@ -20,6 +20,9 @@ namespace WPBench\Runner;
 require __DIR__ . '/../common/patterns.php';
 require __DIR__ . '/issues.php';
 require __DIR__ . '/assertions.php';
+require __DIR__ . '/lifecycle.php';
+
+use WPBench\Runtime\Lifecycle;
 
 const TAG = 'WPB1';
 
@@ -75,6 +78,14 @@ function run_test_code( string $code ): array {
 	}
 }
 
+/**
+ * Has \WPBench\Runtime\Lifecycle record every hooked callback, so that tests can later fire only what
+ * the candidate added (see lifecycle.php). Its snapshot() is private: only this bound closure calls it.
+ */
+function lifecycle_snapshot( string $candidate_file ): void {
+	( \Closure::bind( static fn( string $file ) => Lifecycle::snapshot( $file ), null, Lifecycle::class ) )( $candidate_file );
+}
+
 /** Includes the candidate file from its own function scope, like `wp eval-file`. */
 function include_candidate( string $__wpbench_file ): void {
 	include $__wpbench_file;
@@ -88,6 +99,7 @@ function include_candidate( string $__wpbench_file ): void {
  */
 function run_candidate( array $candidate ): array {
 	$start = hrtime( true );
+	lifecycle_snapshot( $candidate['file'] );
 	try {
 		if ( $candidate['plugin'] ) {
 			wp_register_plugin_realpath( $candidate['file'] );
