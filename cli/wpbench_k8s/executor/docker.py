@@ -58,14 +58,17 @@ class DockerExecutor(Executor):
         image = _docker("image", "inspect", "--format", "{{.Id}}", self.spec.image)
         if image.returncode != 0:
             raise ExecutorError(f"grader image {self.spec.image} not found; build it with `make runtime-image`")
-        return self.spec.model_copy(update={"image_id": image.stdout.strip()})
+        # Containers start from the resolved id, so a rebuild of the tag mid-run cannot change what
+        # later tests run on while the records name the first image.
+        self.spec = self.spec.model_copy(update={"image_id": image.stdout.strip()})
+        return self.spec
 
     def container_args(self, name: str) -> list[str]:
         return [
             "run", "-i", "--rm", "--name", name,
             "--label", f"{RUN_LABEL}={self.run_id}",
             *lockdown_args(self.spec),
-            self.spec.image,
+            self.spec.image_id or self.spec.image,
         ]  # fmt: skip
 
     def grade(self, task: GradeTask) -> Verdict:
