@@ -12,7 +12,7 @@ CONTROLLER_IMAGE ?= wpbench-controller:dev
 CONTROLLER_PYTHON ?= 3.14  # the python3 of Debian sid (the image base); wheels are fetched for it
 CONTROLLER_BASE ?= $(shell docker image inspect wpbench-base:sid >/dev/null 2>&1 && echo wpbench-base:sid || echo debian:sid-slim)
 WHEELS := build/controller-wheels
-PYTHON312 ?= $(firstword $(shell command -v python3.12) $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python))
+PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python) $(shell command -v python3.12))
 
 .PHONY: controller-wheels controller-image kind-up e2e-kind kind-down bench-k8s chart-lint chart-crd
 

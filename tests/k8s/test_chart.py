@@ -29,10 +29,13 @@ print(json.dumps({"severities": [m["Severity"] for m in res.get("Messages") or [
 
 
 def python312() -> str | None:
-    found = shutil.which("python3.12") or next(
-        iter(sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python")))), None
-    )
-    return found
+    """A Python >= 3.12 that really runs (a pyenv shim answers 127 when that version is not selected)."""
+    candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python")))
+    candidates += [p for p in (shutil.which("python3.12"), shutil.which("python3.13")) if p]
+    for candidate in candidates:
+        if subprocess.run([candidate, "-c", "import sys"], capture_output=True, check=False).returncode == 0:
+            return candidate
+    return None
 
 
 @pytest.fixture(scope="session")

@@ -594,7 +594,9 @@ class Kubelet:
         fault = self._fault(pod)
         if fault == "evict-on-start":
             threading.Timer(0.5, lambda: self._self_evict(key)).start()
-            fault = None
+            # The container must still be running when the eviction lands: a fast grader would
+            # otherwise finish first and the fault would race the test.
+            fault = "hang"
         if not self.runner.has_image(c["image"]) or fault == "image-pull":
             self._set_waiting(key, c, "ErrImagePull", f"pull {c['image']}: not found")
             while remaining() > 0 and key not in self._killed:
