@@ -34,6 +34,22 @@ def reference_report(records: list[Record]) -> dict[str, Any]:
     return {"tests_checked": len(records), "failing": dict(sorted(failing.items()))}
 
 
+def mode_sections(manifest: RunManifest, records: list[Record], console: Console | None = None) -> dict[str, Any]:
+    """The summary JSON's sections for the run's mode: the exploit or reference report, or, for model
+    runs, the model comparison (and Skill Impact), whose tables go to `console`. A local run and
+    `wpbench-k8s results` both call this, so their summaries and tables are the same."""
+    if manifest.mode == "exploits":
+        return {"exploits": exploit_report(records)}
+    if manifest.mode == "reference":
+        return {"reference": reference_report(records)}
+    if manifest.mode == "models":
+        from wpbench_k8s.models import compare
+
+        tables: dict[str, Any] = compare.report(manifest, records, console=console)
+        return tables
+    return {}
+
+
 def category_table(records: list[Record], title: str) -> Table:
     table = Table(title=title)
     for col, justify in (("category", "left"), ("tests", "right"), ("passed", "right"), ("pass rate", "right"),
@@ -132,24 +148,12 @@ class LocalRun:
                 f"{len(writer.records)} record(s) kept in {writer.partial_path}"
             )
             return 1
-        extra: dict[str, Any] = {}
         records = writer.records
-        if manifest.mode == "exploits":
-            extra["exploits"] = exploit_report(records)
-        elif manifest.mode == "reference":
-            extra["reference"] = reference_report(records)
-        if manifest.mode == "models":
-            extra.update(self._model_tables(records))
+        extra = mode_sections(manifest, records, self.console)
         summary = summarize(manifest, records, executor=self.executor_name, started_at=started,
                             finished_at=now_iso(), extra=extra)  # fmt: skip
         writer.finalize(summary, [i.item_id for i in manifest.items])
         return self._report(records, extra, writer)
-
-    def _model_tables(self, records: list[Record]) -> dict[str, Any]:
-        from wpbench_k8s.models import compare
-
-        tables: dict[str, Any] = compare.report(self.manifest, records, console=self.console)
-        return tables
 
     def _report(self, records: list[Record], extra: dict[str, Any], writer: ResultsWriter) -> int:
         console = self.console

@@ -324,10 +324,14 @@ def results_command(
 ) -> None:
     """Fetch a run's records: the same JSONL (and summary JSON) a local `wpbench-k8s run` writes.
 
-    An unfinished run's records go to OUTPUT.partial (no summary), as a local run's do.
+    A finished model run also prints the model comparison (Δ skills, Skill Impact) tables of a local
+    run, on stdout. An unfinished run's records go to OUTPUT.partial (no summary), as a local run's do.
     """
+    from rich.console import Console
+
     from wpbench_controller.results import read_records
     from wpbench_k8s.outputs import now_iso, summarize
+    from wpbench_k8s.runner import mode_sections
 
     cluster = Cluster(kubeconfig, context, namespace)
     run = cluster.run(run_name)
@@ -342,19 +346,19 @@ def results_command(
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
     if complete:
+        extra = mode_sections(manifest, records, Console())
+        extra["cluster"] = {
+            "namespace": cluster.namespace,
+            "run": run_name,
+            "infra_retries": status.get("infraRetries", 0),
+        }
         summary = summarize(
             manifest,
             records,
             executor="kubernetes",
             started_at=status.get("startTime") or now_iso(),
             finished_at=status.get("completionTime") or now_iso(),
-            extra={
-                "cluster": {
-                    "namespace": cluster.namespace,
-                    "run": run_name,
-                    "infra_retries": status.get("infraRetries", 0),
-                }
-            },
+            extra=extra,
         )
         summary_path = output.with_suffix(".json")
         summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
