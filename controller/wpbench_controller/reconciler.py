@@ -95,6 +95,10 @@ class Options:
     default_infra_retries: int = DEFAULT_INFRA_RETRIES
     image_pull_policy: str = "IfNotPresent"
     status_interval: float = 2.0  # seconds between counter-only status writes
+    # Model calls start in one pass only within this many seconds of its first one: items that need no
+    # pod (knowledge answers, provider errors) take no in-flight slot, so without it one pass could call
+    # the model for every such item before storing a record, writing status or seeing a cancel.
+    generation_seconds: float = 5.0
 
 
 class Reconciler:
@@ -251,7 +255,8 @@ class Reconciler:
         started = 0
         if aborted is None:
             started, requeue_s = self._schedule(namespace, cache, settings, owner, active)
-            requeue = requeue_s if requeue is None else min(requeue, requeue_s or requeue)
+            if requeue_s is not None:
+                requeue = requeue_s if requeue is None else min(requeue, requeue_s)
         in_flight = len(active) + started
 
         # 5. status
@@ -288,11 +293,17 @@ class Reconciler:
         owner: k8s.V1OwnerReference,
         active: set[str],
     ) -> tuple[int, float | None]:
-        """Start Jobs up to the in-flight bound; score items that need no pod. Returns (started, requeue)."""
+        """Start Jobs up to the in-flight bound; score items that need no pod. Returns (started, requeue).
+
+        Model calls stop starting `generation_seconds` after this pass's first one; the next pass
+        goes on at once (requeue 0), after the records so far are stored and the status written.
+        """
         manifest = cache.payload.manifest
         slots = settings.max_in_flight - len(active)
         started = 0
         no_pod: list[Record] = []
+        calls_until: float | None = None
+        more = False
         for item in manifest.items:
             if slots <= 0:
                 break
@@ -300,6 +311,12 @@ class Reconciler:
                 continue
             generated: Generated | None = None
             if item.candidate is None:
+                if item.item_id not in cache.generated_items:  # a model call
+                    if calls_until is None:
+                        calls_until = time.monotonic() + self.options.generation_seconds
+                    elif time.monotonic() >= calls_until:
+                        more = True
+                        break
                 outcome = self._generate(cache, item)
                 if isinstance(outcome, Record):
                     no_pod.append(outcome)
@@ -328,7 +345,7 @@ class Reconciler:
         if no_pod:
             cache.results.append(no_pod)
             return started, 0.0  # more may be schedulable now
-        return started, None
+        return started, 0.0 if more else None
 
     def _generate(self, cache: RunCache, item: ManifestItem) -> tuple[Generated, str] | Record:
         """Model items: the candidate from the hook, stored in the cluster before any Job uses it."""
