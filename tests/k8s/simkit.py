@@ -52,13 +52,13 @@ class Sim:
             )
         return res
 
-    def start_controller(self, *extra: str) -> subprocess.Popen[str]:
-        """The real `wpbench-controller` process."""
+    def start_controller(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """The real `wpbench-controller` process; `env` adds to its environment (as a Secret's keys would)."""
         log = (self.tmp / f"controller-{len(self.controllers)}.log").open("w")
         proc = subprocess.Popen(
             [sys.executable, "-c", "from wpbench_controller.main import main; main()",
              "--namespace", NAMESPACE, "--resync-seconds", "2", "--health-port", "0", "--status-interval", "0.5", *extra],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+            env={**self.env, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, text=True, cwd=REPO,
         )  # fmt: skip
         self.controllers.append(proc)
         return proc
