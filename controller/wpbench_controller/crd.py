@@ -47,7 +47,6 @@ SPEC_SCHEMA: dict[str, Any] = {
         "maxInFlight": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Grader Jobs at once."},
         "infraRetries": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Infra retries per item."},
         "graderImage": {**_STR, "description": "Informational: the manifest's grader image."},
-        "apiKeySecret": {**_STR, "description": "Secret with model API keys (model runs only)."},
         "cancel": {"type": "boolean", "description": "Set by `wpbench-k8s cancel`: stop and delete running Jobs."},
     },
 }

@@ -53,7 +53,6 @@ class RunSettings:
     namespace: str
     max_in_flight: int = 2
     infra_retries: int = DEFAULT_INFRA_RETRIES
-    api_key_secret: str | None = None
     image_pull_policy: str = "IfNotPresent"
 
 
@@ -89,8 +88,6 @@ def run_object(manifest: RunManifest, settings: RunSettings, payload_maps: list[
         "infraRetries": settings.infra_retries,
         "graderImage": manifest.grader.image,
     }
-    if settings.api_key_secret:
-        spec["apiKeySecret"] = settings.api_key_secret
     return {
         "apiVersion": crd.API_VERSION,
         "kind": crd.KIND,

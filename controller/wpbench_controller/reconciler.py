@@ -182,7 +182,6 @@ class Reconciler:
             namespace=namespace,
             max_in_flight=int(spec.get("maxInFlight") or self.options.default_max_in_flight),
             infra_retries=int(spec.get("infraRetries", self.options.default_infra_retries)),
-            api_key_secret=spec.get("apiKeySecret"),
             image_pull_policy=self.options.image_pull_policy,
         )
 

@@ -122,7 +122,6 @@ def _api_error(exc: Any, what: str) -> ClusterError:
     show_default=True,
     help="Infrastructure failures (eviction, node loss, crash without verdict) retried per item.",
 )
-@click.option("--api-key-secret", help="Secret holding model API keys (model runs).")
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -153,7 +152,6 @@ def submit_command(**params: Any) -> None:
         "name": name,
         "max_in_flight": params.get("max_in_flight") or manifest.execution_concurrency,
         "infra_retries": params["infra_retries"],
-        "api_key_secret": params.get("api_key_secret"),
     }
     if params.get("dry_run"):
         import yaml
