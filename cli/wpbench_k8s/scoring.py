@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
@@ -135,17 +135,10 @@ def aggregate(records: list[Record]) -> dict[str, Any]:
             }
             for cat, rs in sorted(by_category.items())
         },
-        "statuses": dict(sorted(_count(r.grader.status for r in records).items())),
+        "statuses": dict(sorted(Counter(r.grader.status for r in records).items())),
         "cost_usd": round(sum(r.usage.cost_usd for r in records), 6),
         "latency_ms_mean": _mean([float(r.usage.latency_ms) for r in records if r.usage.calls]),
     }
-
-
-def _count(values: Iterable[str]) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for v in values:
-        out[v] += 1
-    return dict(out)
 
 
 def group_key(record: Record) -> str:

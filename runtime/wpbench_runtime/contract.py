@@ -13,7 +13,7 @@ Exit codes of `wpbench-grade`:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -198,6 +198,3 @@ def harness_error_verdict(reason: str, test_id: str | None = None, **extra: Any)
         scores=Scores(execution_pass=False, runtime=0.0, static=0.0, static_policy_pass=False),
         **extra,
     )
-
-
-VerdictJSON = Annotated[str, "a Verdict serialised with model_dump_json()"]

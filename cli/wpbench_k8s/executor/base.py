@@ -76,7 +76,6 @@ class Executor(abc.ABC):
         """Remove everything this run started (idempotent). Returns how many objects went."""
 
 
-ExecutorFactory = Callable[[GraderSpec, str], Executor]
 _REGISTRY: dict[str, type[Executor]] = {}
 # Built-in backends are imported on first use, so `--help` never pays for the kubernetes client.
 BUILTIN_BACKENDS = ("docker", "kubernetes")
