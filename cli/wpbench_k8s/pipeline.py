@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
 from wpbench_k8s.candidates import exploit_battery, load_completions, reference_candidate
 from wpbench_k8s.config import Config, default_datasets_dir
 from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite, load_suite
-from wpbench_k8s.errors import InfraError, InputError
+from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import Executor, GraderSpec
 from wpbench_k8s.manifest import (
     Candidate,
@@ -31,6 +31,7 @@ from wpbench_k8s.manifest import (
     SkillSpec,
     prompt_hash,
 )
+from wpbench_k8s.outcome import Decision, Infra, decide_outcome, settle
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
 from wpbench_k8s.selection import select_tests
@@ -240,21 +241,23 @@ class ItemGrader:
             self.judge = judge_for(self.manifest)
 
     def grade_with_retries(self, task: GradeTask) -> tuple[Verdict | None, int, str | None]:
-        """Run the task; infrastructure failures are retried, then reported as infra, never scored."""
-        tries = 0
-        try:
-            for attempt in Retrying(
-                stop=stop_after_attempt(self.attempts),
-                retry=retry_if_exception_type(InfraError),
-                wait=wait_exponential(multiplier=0.5, max=4),
-                reraise=False,
-            ):
-                with attempt:
-                    tries = attempt.retry_state.attempt_number
-                    return self.executor.grade(task), tries - 1, None
-        except RetryError as exc:
-            return None, tries - 1, str(exc.last_attempt.exception())
-        raise AssertionError("unreachable")
+        """Run the task, retrying infrastructure failures (the pipeline's only retry layer).
+
+        Returns (verdict, retries, infra reason). Once retries are spent, a failure the candidate
+        can cause itself is scored (`outcome.settle`); a pure infrastructure failure gives no
+        verdict and the record says infra_error.
+        """
+        retrying = Retrying(
+            stop=stop_after_attempt(self.attempts),
+            retry=retry_if_result(lambda decision: isinstance(decision, Infra)),
+            wait=wait_exponential(multiplier=0.5, max=4),
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+        )
+        decision: Decision = retrying(lambda: decide_outcome(self.executor.run_grader(task)))
+        retries = retrying.statistics.get("attempt_number", 1) - 1
+        if isinstance(decision, Infra):
+            return settle(decision), retries, decision.reason
+        return decision.verdict, retries, None
 
     def __call__(self, item: ManifestItem) -> Record:
         manifest = self.manifest

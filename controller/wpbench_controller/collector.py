@@ -19,10 +19,11 @@ from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import Executor, GraderSpec
 from wpbench_k8s.executor.kubernetes import JobOutcome, VerdictUnreadable, job_outcome, pod_log, read_verdict
 from wpbench_k8s.manifest import ManifestItem, RunManifest
+from wpbench_k8s.outcome import GraderFacts
 from wpbench_k8s.pipeline import ItemGrader, judge_for, test_of
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
-from wpbench_runtime.contract import GradeTask, Verdict
+from wpbench_runtime.contract import GradeTask
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class _NoGrader(Executor):
     def preflight(self) -> GraderSpec:
         return self.spec
 
-    def grade(self, task: GradeTask) -> Verdict:
+    def run_grader(self, task: GradeTask) -> GraderFacts:
         raise AssertionError(f"{task.test_id}: this item needs a grader pod")
 
     def cleanup(self) -> int:

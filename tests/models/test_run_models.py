@@ -25,6 +25,7 @@ from wpbench_k8s.cli import main
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, load_suite
 from wpbench_k8s.executor.base import Executor, GraderSpec, register_executor
 from wpbench_k8s.models.prompts import build_prompt
+from wpbench_k8s.outcome import GraderFacts
 from wpbench_runtime.contract import GradeTask, Scores, Verdict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,15 +44,16 @@ class ReferenceStub(Executor):
     def preflight(self) -> GraderSpec:
         return self.spec.model_copy(update={"image_id": "sha256:stub"})
 
-    def grade(self, task: GradeTask) -> Verdict:
+    def run_grader(self, task: GradeTask) -> GraderFacts:
         test = SUITE.by_id()[task.test_id]
         assert isinstance(test, ExecutionTest)
         ok = _norm(task.code) == _norm(test.reference_solution)
-        return Verdict(
+        verdict = Verdict(
             test_id=task.test_id,
             status="passed" if ok else "failed",
             scores=Scores(execution_pass=ok, runtime=1.0 if ok else 0.0, static=1.0, static_policy_pass=True),
         )
+        return GraderFacts(test_id=task.test_id, exit_code=0, stdout=verdict.model_dump_json())
 
     def cleanup(self) -> int:
         return 0

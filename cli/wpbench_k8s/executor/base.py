@@ -13,7 +13,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from wpbench_runtime.contract import GradeTask, Verdict
+from wpbench_k8s.outcome import GraderFacts
+from wpbench_runtime.contract import GradeTask
 
 
 class GraderLimits(BaseModel):
@@ -64,11 +65,12 @@ class Executor(abc.ABC):
         """
 
     @abc.abstractmethod
-    def grade(self, task: GradeTask) -> Verdict:
-        """Grade one task in a fresh grader and return its verdict.
+    def run_grader(self, task: GradeTask) -> GraderFacts:
+        """Run one task in a fresh grader and report what was seen, uninterpreted.
 
-        Never raises for anything the candidate does: crashes, timeouts and unreadable output
-        become verdicts (status error / timeout / harness_error) decided here, when they happen.
+        What the facts mean (scored, harness error, infrastructure) is decided in one place for
+        every backend: `wpbench_k8s.outcome.decide_outcome`. Never raises for anything the
+        candidate does, nor for a failure of the infrastructure (`started=False` says that).
         """
 
     @abc.abstractmethod

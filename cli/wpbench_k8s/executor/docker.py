@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import json
 import subprocess
 import time
 
-from pydantic import ValidationError
-
-from wpbench_k8s.errors import ExecutorError, InfraError
+from wpbench_k8s.errors import ExecutorError
 from wpbench_k8s.executor.base import Executor, GraderSpec, register_executor
-from wpbench_runtime.contract import GradeTask, Scores, Verdict, harness_error_verdict
+from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
+from wpbench_runtime.contract import GradeTask
 
 RUN_LABEL = "org.wpbench-k8s.run"
 # docker run's own failures (daemon error, cannot invoke, command not found): never the candidate's.
@@ -71,55 +69,45 @@ class DockerExecutor(Executor):
             self.spec.image_id or self.spec.image,
         ]  # fmt: skip
 
-    def grade(self, task: GradeTask) -> Verdict:
+    def run_grader(self, task: GradeTask) -> GraderFacts:
         name = f"wpbench-{self.run_id[:24]}-{next(self._counter)}"
         wall = task.timeout_seconds + self.spec.grace_seconds
         started = time.monotonic()
-        proc = subprocess.Popen(
-            ["docker", *self.container_args(name)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+
+        def facts(**seen: object) -> GraderFacts:
+            return GraderFacts.model_validate(
+                {"test_id": task.test_id, "duration_ms": int((time.monotonic() - started) * 1000), **seen}
+            )
+
         try:
-            out, err = proc.communicate(task.model_dump_json(), timeout=wall)
+            proc = subprocess.Popen(
+                ["docker", *self.container_args(name)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except OSError as exc:
+            return facts(started=False, infra_reason=f"cannot start docker: {exc}")
+        try:
+            out, err = proc.communicate(task.model_dump_json().encode(), timeout=wall)
         except subprocess.TimeoutExpired:
             _docker("rm", "-f", "-v", name)
             proc.kill()
             proc.communicate()
-            return Verdict(
-                test_id=task.test_id,
-                status="timeout",
-                reason=f"grader container did not finish within {wall:g} s; removed by the executor",
-                scores=Scores(execution_pass=False, runtime=0.0, static=0.0, static_policy_pass=False),
-                duration_ms=int((time.monotonic() - started) * 1000),
-            )
-        return self._verdict_from(task, proc.returncode, out, err, started)
-
-    def _verdict_from(self, task: GradeTask, code: int, out: str, err: str, started: float) -> Verdict:
-        if code in _DOCKER_CLI_FAILURES and not out.strip():
-            raise InfraError(f"docker run failed (exit {code}): {err.strip()[-500:]}")
-        try:
-            return Verdict.model_validate(json.loads(out))
-        except (json.JSONDecodeError, ValidationError) as exc:
-            elapsed = int((time.monotonic() - started) * 1000)
-            if code == 137:
-                return Verdict(
-                    test_id=task.test_id,
-                    status="error",
-                    reason="grader killed (exit 137): the container hit its memory limit",
-                    scores=Scores(execution_pass=False, runtime=0.0, static=0.0, static_policy_pass=False),
-                    stderr=err[-65536:],
-                    duration_ms=elapsed,
-                )
-            head = " ".join(out.split())[:200]
-            return harness_error_verdict(
-                f"grader produced no valid verdict (exit {code}): {exc.__class__.__name__}; stdout began: {head!r}",
-                test_id=task.test_id,
-                stderr=err[-65536:],
-                duration_ms=elapsed,
-            )
+            return facts(deadline_exceeded=True, detail=f"not finished within {wall:g} s; removed by the executor")
+        code = proc.returncode
+        stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        if code in _DOCKER_CLI_FAILURES and not stdout.strip():
+            return facts(started=False, infra_reason=f"docker run failed (exit {code}): {stderr.strip()[-500:]}")
+        return facts(
+            exit_code=code,
+            # 137 without a verdict: SIGKILL of the whole container, the cgroup's OOM killer here
+            # (the executor's own kill happens only past the deadline, handled above).
+            oom_killed=code == 137 and not stdout.strip(),
+            stdout=stdout[:MAX_GRADER_OUTPUT_BYTES],
+            stdout_truncated=len(out) > MAX_GRADER_OUTPUT_BYTES,
+            stderr=stderr[-65536:],
+        )
 
     def cleanup(self) -> int:
         return remove_run_containers(self.run_id)

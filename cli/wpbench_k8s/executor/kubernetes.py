@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from wpbench_k8s import __version__
 from wpbench_k8s.errors import ExecutorError, InfraError
 from wpbench_k8s.executor.base import Executor, GraderSpec, register_executor
+from wpbench_k8s.outcome import GraderFacts
 from wpbench_runtime.contract import GradeTask, Verdict
 
 # ---- names and labels -------------------------------------------------------------------------
@@ -503,7 +504,7 @@ class KubernetesExecutor(Executor):
             raise ExecutorError(f"Kubernetes API not reachable: {exc}") from exc
         return self.spec
 
-    def grade(self, task: GradeTask) -> Verdict:
+    def run_grader(self, task: GradeTask) -> GraderFacts:
         kube = Kube(self.api)
         core, batch = kube.core, kube.batch
         item_id = f"{task.test_id}-{next(self._counter)}"
@@ -530,11 +531,19 @@ class KubernetesExecutor(Executor):
             batch.create_namespaced_job(self.namespace, to_dict(job), _preload_content=False)
             outcome = self._wait(batch, core, name, labels[LABEL_ITEM], task)
             if outcome.state != "verdict" or outcome.pod is None:
-                raise InfraError(outcome.reason or "job did not finish")
+                reason = outcome.reason or "job did not finish"
+                return GraderFacts(test_id=task.test_id, started=False, infra_reason=reason)
             log = pod_log(core, self.namespace, outcome.pod["metadata"]["name"])
-            return read_verdict(log, outcome.termination_message, test_id=task.test_id)
+            return GraderFacts(
+                test_id=task.test_id,
+                exit_code=grader_state(outcome.pod).get("exitCode"),
+                stdout=log,
+                termination_message=outcome.termination_message,
+            )
         except k8s.ApiException as exc:
-            raise InfraError(f"Kubernetes API error {exc.status} {exc.reason}") from exc
+            return GraderFacts(
+                test_id=task.test_id, started=False, infra_reason=f"Kubernetes API error {exc.status} {exc.reason}"
+            )
         finally:
             self._delete(batch, core, name)
 
