@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, Suite
+from wpbench_k8s.knowledge_baselines import sample_answer
+from wpbench_k8s.models.knowledge import score_knowledge
 
 # The verifier's rule (runtime/php/verifier/common/patterns.php): one of these delimiters, the same
 # one at the end plus PCRE flags, and no unescaped delimiter in between; anything else is wrapped.
@@ -96,6 +98,14 @@ def lint_knowledge(test: KnowledgeTest) -> list[Problem]:
         out.append(Problem("warning", where, f"unknown field(s): {', '.join(sorted(extra))}"))
     if test.type == "short_answer" and test.choices:
         out.append(Problem("warning", where, "short_answer with choices: the choices are ignored"))
+    if test.type == "short_answer":
+        sample = sample_answer(test)
+        if sample is None:
+            msg = "regex answer without metadata.sample_answer: the hedge baseline cannot check this test"
+            out.append(Problem("warning", where, msg))
+        elif score_knowledge(test, f"Answer: {sample}").score != 1.0:
+            msg = f"its own sample answer {sample!r} scores 0 (set metadata.sample_answer or fix the matcher)"
+            out.append(Problem("error", where, msg))
     return out
 
 

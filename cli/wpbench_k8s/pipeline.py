@@ -22,6 +22,7 @@ from wpbench_k8s.config import Config, default_datasets_dir
 from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite, load_suite
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import Executor, GraderSpec
+from wpbench_k8s.knowledge_baselines import baseline_completions
 from wpbench_k8s.manifest import (
     Candidate,
     ManifestItem,
@@ -93,8 +94,7 @@ def plan_run(
 ) -> RunManifest:
     """Select tests and lay out every candidate to grade. Calls no model and no grader."""
     suite = load_run_suite(config)
-    execution_only = mode in ("reference", "exploits")
-    selected = select_tests(suite, config.run, execution_only=execution_only)
+    selected = select_tests(suite, config.run, execution_only=mode == "reference")
     if not selected:
         raise InputError("selection: no tests selected (check --test-type, --category, --test-id)")
     grader = grader or GraderSpec(
@@ -112,8 +112,19 @@ def plan_run(
                              task=task_for(test, cand, grader))
             )  # fmt: skip
     elif mode == "exploits":
+        # Knowledge tests get the know-nothing baselines; rivals for hedges come from the whole suite.
+        replies = baseline_completions(suite.knowledge)
         for test in selected:
-            assert isinstance(test, ExecutionTest)
+            if isinstance(test, KnowledgeTest):
+                for name, by_test in replies.items():
+                    if test.id in by_test:
+                        label = f"exploit:{name}"
+                        items.append(
+                            ManifestItem(item_id=f"{test.id}--{name}", test_id=test.id, test_type="knowledge",
+                                         model=EXPLOIT_MODEL, variant=label,
+                                         candidate=Candidate(raw=by_test[test.id], label=label))
+                        )  # fmt: skip
+                continue
             for cand in exploit_battery(test):
                 items.append(
                     ManifestItem(item_id=f"{test.id}--{_slug(cand.label.removeprefix('exploit:'))}",

@@ -19,14 +19,38 @@ from wpbench_k8s.records import Record
 from wpbench_k8s.scoring import counted
 
 
-def exploit_report(records: list[Record]) -> dict[str, Any]:
-    """Per test: the cheats that passed. A test with any is exploitable."""
+def exploit_report(records: list[Record], manifest: RunManifest | None = None) -> dict[str, Any]:
+    """Execution tests: per test, the cheats that passed (a test with any is exploitable).
+    Knowledge tests: each know-nothing baseline's total against chance (`knowledge_baselines`)."""
     passing: dict[str, list[str]] = defaultdict(list)
-    tests = sorted({r.test_id for r in records})
-    for r in records:
+    execution = [r for r in records if r.type == "execution"]
+    for r in execution:
         if r.scores.execution_pass:
             passing[r.test_id].append(r.variant)
-    return {"tests_checked": len(tests), "exploitable": dict(sorted(passing.items()))}
+    report: dict[str, Any] = {
+        "tests_checked": len({r.test_id for r in execution}),
+        "exploitable": dict(sorted(passing.items())),
+    }
+    knowledge = [r for r in records if r.type == "knowledge"]
+    if knowledge and manifest is not None:
+        report["knowledge_baselines"] = knowledge_baseline_report(manifest, knowledge)
+    return report
+
+
+def knowledge_baseline_report(manifest: RunManifest, records: list[Record]) -> dict[str, Any]:
+    from wpbench_k8s.dataset import KnowledgeTest
+    from wpbench_k8s.knowledge_baselines import BASELINES, evaluate
+
+    outcomes: dict[str, list[tuple[KnowledgeTest, float]]] = defaultdict(list)
+    for r in counted(records):
+        name = r.variant.removeprefix("exploit:")
+        outcomes[name].append((KnowledgeTest.model_validate(manifest.tests[r.test_id]), r.scores.correctness))
+    results = [evaluate(name, outcomes[name]) for name in BASELINES if outcomes.get(name)]
+    return {
+        "tests_checked": len({r.test_id for r in records}),
+        "baselines": {r.name: r.as_dict() for r in results},
+        "above_chance": [r.name for r in results if r.flagged],
+    }
 
 
 def reference_report(records: list[Record]) -> dict[str, Any]:
@@ -39,7 +63,7 @@ def mode_sections(manifest: RunManifest, records: list[Record], console: Console
     runs, the model comparison (and Skill Impact), whose tables go to `console`. A local run and
     `wpbench-k8s results` both call this, so their summaries and tables are the same."""
     if manifest.mode == "exploits":
-        return {"exploits": exploit_report(records)}
+        return {"exploits": exploit_report(records, manifest)}
     if manifest.mode == "reference":
         return {"reference": reference_report(records)}
     if manifest.mode == "models":
@@ -163,8 +187,15 @@ class LocalRun:
             exploitable = extra["exploits"]["exploitable"]
             for test_id, cheats in exploitable.items():
                 console.print(f"[red]exploitable[/] {test_id}: {', '.join(cheats)}")
-            console.print(f"{len(exploitable)} of {extra['exploits']['tests_checked']} tests exploitable")
-            return 1 if exploitable else 0
+            if extra["exploits"]["tests_checked"]:
+                console.print(f"{len(exploitable)} of {extra['exploits']['tests_checked']} execution tests exploitable")
+            baselines = extra["exploits"].get("knowledge_baselines")
+            if baselines:
+                for name, b in baselines["baselines"].items():
+                    style = "[red]far above chance[/] " if b["flagged"] else ""
+                    console.print(f"{style}knowledge baseline {name}: {b['correct']}/{b['tests']} = {b['score']:.1%}"
+                                  f" (chance {b['chance']:.1%}, p = {b['p_value']:.3g})")  # fmt: skip
+            return 1 if exploitable or (baselines and baselines["above_chance"]) else 0
         if "reference" in extra:
             failing = extra["reference"]["failing"]
             for test_id, why in failing.items():

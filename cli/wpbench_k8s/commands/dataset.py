@@ -7,9 +7,42 @@ from pathlib import Path
 
 import click
 
-from wpbench_k8s.dataset import Suite, export_rows, load_suite
-from wpbench_k8s.errors import InputError
+from wpbench_k8s.dataset import KnowledgeTest, Suite, export_rows, load_suite
+from wpbench_k8s.errors import InputError, WPBenchError
+from wpbench_k8s.knowledge_baselines import (
+    ALPHA,
+    BaselineResult,
+    key_distribution,
+    length_rank_distribution,
+    run_baselines,
+)
 from wpbench_k8s.lint import lint_suite
+
+
+class BaselineAboveChance(WPBenchError):
+    """The suite is well-formed, but an answer that knows nothing scores far above chance."""
+
+    exit_code = 1
+
+
+def baseline_report(tests: list[KnowledgeTest]) -> list[BaselineResult]:
+    """Print the key distribution and every baseline's score against chance; return the results."""
+    results = run_baselines(tests)
+    keys = key_distribution(tests)
+    total = sum(keys.values())
+    if total:
+        shares = ", ".join(f"{k} {n} ({n / total:.0%})" for k, n in keys.items())
+        click.echo(f"multiple-choice keys: {shares}")
+        ranks = ", ".join(f"{r}: {n}" for r, n in length_rank_distribution(tests).items())
+        click.echo(f"keyed option's length rank (1 = longest): {ranks}")
+    for r in results:
+        if r.tests:
+            mark = "  FAR ABOVE CHANCE" if r.flagged else ""
+            click.echo(
+                f"baseline {r.name:<15} {r.correct:>3}/{r.tests:<3} = {r.score:6.1%}   chance {r.chance_rate:6.1%}"
+                f"   p = {r.p_value:.3g}{mark}"
+            )
+    return results
 
 
 @click.group("dataset")
@@ -21,9 +54,17 @@ def dataset_group() -> None:
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--suite", help="Suite name inside a folder of suites or a multi-suite JSONL.")
 def validate_command(path: Path, suite: str | None) -> None:
-    """Check every test of a suite: schema, unique ids, weights, regexes, assertion types.
+    """Check every test of a suite: schema, unique ids, weights, regexes, assertion types, and
+    whether answers that know nothing score on its knowledge tests.
 
-    Exit 0 when clean (warnings allowed), 2 when any test is invalid.
+    The knowledge report lists how often each letter is the multiple-choice key and what the
+    baselines score: always A, B, C or D, the longest or the shortest option, all letters at once, and a hedge
+    naming the right answer and a wrong one. A baseline is far above chance when the one-sided exact
+    p-value of its score, with each test an independent trial at the baseline's chance level (1/k
+    for k options; 0 for answers naming several options), is below 0.001.
+
+    Exit 0 when clean (warnings allowed), 1 when every test is valid but a baseline scores far above
+    chance, 2 when any test is invalid.
     """
     loaded = load_suite(path, suite)
     problems = lint_suite(loaded)
@@ -36,6 +77,10 @@ def validate_command(path: Path, suite: str | None) -> None:
     )
     if errors:
         raise InputError(f"{path}: {len(errors)} invalid test field(s)")
+    flagged = [r for r in baseline_report(loaded.knowledge) if r.flagged]
+    if flagged:
+        names = ", ".join(f"{r.name} ({r.score:.0%} against {r.chance_rate:.0%})" for r in flagged)
+        raise BaselineAboveChance(f"{path}: baseline(s) far above chance (p < {ALPHA}): {names}")
 
 
 @dataset_group.command("export")

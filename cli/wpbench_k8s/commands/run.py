@@ -38,7 +38,10 @@ def run_options(func: F) -> F:
         click.option("--category", multiple=True, help="Category filter; repeatable and comma-separated."),
         click.option("--test-type", type=click.Choice(["all", "execution", "knowledge"]), help="Test type filter."),
         click.option("--check-reference-solution", is_flag=True, help="Grade each test's reference solution."),
-        click.option("--check-exploits", is_flag=True, help="Adversarial audit: trivial cheats must all fail."),
+        click.option("--check-exploits", is_flag=True,
+                     help="Adversarial audit, exit 1 on a finding: trivial cheats must all fail on execution tests; "
+                          "on knowledge tests, know-nothing baselines (always A..D, longest/shortest option, all "
+                          "letters, a hedge) must not score far above chance (p < 0.001)."),
         click.option("--completions", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="Grade completions produced elsewhere (JSONL: test_id, model, code|files|completion)."),
         click.option("--execution-concurrency", type=click.IntRange(min=1, max=256), help="Simultaneous graders."),

@@ -1,19 +1,29 @@
-"""Scoring knowledge answers 0/1.
+"""Scoring knowledge answers 0/1, under a named set of rules (the one place knowledge is scored).
 
-Multiple choice: the chosen letter is read from the answer ("B", "**B**", "(B)", "B) plugins_loaded",
-"The answer is B", "Answer: B") or, failing that, from the text of exactly one choice quoted in
-the answer; the score is 1 when it equals `correct_answer`.
+`score_knowledge(test, reply, rules=...)` picks the rules from `RULES`; an execution profile that
+wants other semantics (upstream WP-Bench's `answer_type`, say) registers its own function there.
 
-Short answer: the answer (the text after a final "Answer:" label when there is one) is matched
-against `correct_answer` and every `accepted_answers` entry with the test's `match`:
-`exact` (case-insensitive, ignoring surrounding quotes, backticks, bold marks and a final period),
-`contains` (the normalised expected text occurs in the normalised answer) or `regex` (Python
-`re.search`, case-insensitive, on the whole answer).
+Our rules ("wpbench"): only the final answer counts, and it must name one answer.
+
+Multiple choice: the chosen letter is read from the reply ("B", "**B**", "(B)", "B) plugins_loaded",
+"The answer is B", "Answer: B") or, failing that, from the text of exactly one choice quoted in it.
+The answer line (the text after the last "Answer:" label, else the first non-empty line) must name
+no other choice: "B or C", "A, B, C, D" and "B (C also works)" score 0.
+
+Short answer: only the answer line is matched, against `correct_answer` and every `accepted_answers`
+entry with the test's `match`: `exact` (case-insensitive, ignoring surrounding quotes, backticks,
+bold marks, a final period and a trailing `()`), `contains` (the expected text occurs in the answer
+line as a whole token, so `register_setting` is not found in `unregister_setting`) or `regex`
+(Python `re.search`, case-insensitive, on the answer line). A match scores 0 when the answer line
+also names a rival of the same kind: another code identifier (a name with `_`, `$`, `::` or `->`)
+when the match is one, another number when it is a number. Arguments inside the parentheses of the
+matched call (`did_action( 'init' )`) are not rivals; names that themselves match are not either.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from wpbench_k8s.dataset import KnowledgeTest
@@ -22,20 +32,36 @@ from wpbench_k8s.dataset import KnowledgeTest
 @dataclass(frozen=True)
 class KnowledgeScore:
     score: float  # 1.0 or 0.0
-    answer: str  # what was read from the completion (the letter, or the normalised answer)
+    answer: str  # what was read from the completion (the letter, or the normalised answer line)
     reason: str
 
 
-# Decorations stripped from answers: markdown emphasis, backticks, straight and curly quotes.
+ScoreRules = Callable[[KnowledgeTest, str], KnowledgeScore]
+
 # Emphasis and quote marks around an answer; not "_", which starts real identifiers (`_x`, `_fields`).
 _QUOTES = "*`'\"\u201c\u201d\u2018\u2019"
+_LABEL = re.compile(r"(?im)^\s*(?:\*\*)?(?:final\s+)?answer(?:\*\*)?\s*[:\-]\s*(?:\*\*)?\s*(.+)$")
+# Tokens an answer line can name: code identifiers (with `$`, `::`, `->`) and numbers.
+_TOKEN = re.compile(r"\$?[A-Za-z_]\w*(?:(?:::|->)\$?\w+)*|(?<![\w./])\d+(?:\.\d+)*(?![\w.]*\w)")
 
 
 def _normalise(text: str) -> str:
     text = text.strip()
     text = re.sub(rf"^[{_QUOTES}\s]+|[{_QUOTES}\s]+$", "", text)
     text = text.rstrip(".").strip()
+    text = re.sub(rf"[{_QUOTES}\s]+$", "", text)
     return re.sub(r"\s+", " ", text).casefold()
+
+
+def final_answer(text: str) -> str:
+    """The text after the last "Answer:" label, or the first non-empty line."""
+    labelled = _LABEL.findall(text)
+    if labelled:
+        return str(labelled[-1]).strip()
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
 
 
 def choice_letter(answer: str, keys: list[str], texts: dict[str, str] | None = None) -> str | None:
@@ -67,41 +93,127 @@ def choice_letter(answer: str, keys: list[str], texts: dict[str, str] | None = N
     return None
 
 
-def final_answer(text: str) -> str:
-    """The text after the last "Answer:" label, or the first non-empty line."""
-    labelled = re.findall(r"(?im)^\s*(?:\*\*)?(?:final\s+)?answer(?:\*\*)?\s*[:\-]\s*(?:\*\*)?\s*(.+)$", text)
-    if labelled:
-        return str(labelled[-1]).strip()
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+def named_choices(line: str, keys: list[str]) -> set[str]:
+    """Choice keys a line names as choices: the line's own letter ("B) ...", "Answer: B") and any key
+    set off as a choice reference ("B or C", "A, B", "(C)", "(C also works)"), not a capital starting a
+    sentence ("B. A hook that ...")."""
+    alt = "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
+    found = set(re.findall(rf"^[\s*_`'\"(\[]*({alt})(?![\w'\u2019])(?:[\s*_`'\")\].:\-]|$)", line))
+    decorated = rf"[(\[*`]+({alt})[)\]*`]+"  # (C), **C**, `C`
+    separated = (
+        rf"(?<![\w'\u2019])({alt})(?=\s*(?:$|[,;/)\].:]|\s(?:or|and|nor|vs\.?)\b))"  # "B or", "A,", "C."
+        rf"|(?:\b(?:or|and|nor|vs\.?)\s+|[,;/(]\s*)({alt})(?![\w'\u2019])"  # "or C", ", D", "(C also"
+    )
+    for match in re.finditer(rf"{decorated}|{separated}", line):
+        found.update(g for g in match.groups() if g)
+    return found
 
 
-def score_knowledge(test: KnowledgeTest, answer: str) -> KnowledgeScore:
-    if not answer.strip():
+def _score_multiple_choice(test: KnowledgeTest, reply: str) -> KnowledgeScore:
+    keys = [c.key for c in test.choices]
+    letter = choice_letter(reply, keys, {c.key: c.text for c in test.choices})
+    if letter is None:
+        return KnowledgeScore(0.0, "", "no choice letter in the answer")
+    others = named_choices(final_answer(reply), keys) - {letter}
+    if others:
+        return KnowledgeScore(0.0, letter, f"names several choices ({', '.join(sorted({letter, *others}))})")
+    ok = letter == test.correct_answer
+    return KnowledgeScore(1.0 if ok else 0.0, letter, "correct" if ok else f"chose {letter}")
+
+
+def _kind(token: str) -> str | None:
+    if token[0].isdigit():
+        return "number"
+    if "_" in token or token.startswith("$") or "::" in token or "->" in token:
+        return "identifier"
+    return None
+
+
+def _call_arguments_end(line: str, end: int) -> int:
+    """Where the argument list of a call written right after `end` ("name( ... )") closes, else `end`."""
+    if end >= len(line) or line[end] != "(":
+        return end
+    depth = 0
+    for i in range(end, len(line)):
+        depth += {"(": 1, ")": -1}.get(line[i], 0)
+        if depth == 0:
+            return i + 1
+    return len(line)
+
+
+def _hit_spans(test: KnowledgeTest, line: str) -> list[tuple[int, int]]:
+    expected = [test.correct_answer, *test.accepted_answers]
+    spans: list[tuple[int, int]] = []
+    for want in expected:
+        # contains: the expected text as a whole token, not inside a longer name
+        pattern = want if test.match == "regex" else rf"(?<![\w$]){re.escape(want.strip())}(?!\w)"
+        spans.extend(m.span() for m in re.finditer(pattern, line, re.IGNORECASE) if m.end() > m.start())
+    return spans
+
+
+def rivals(test: KnowledgeTest, line: str) -> list[str]:
+    """Tokens of the answer line that name another answer of the matched kind (see module doc)."""
+    spans = _hit_spans(test, line)
+    tokens = list(_TOKEN.finditer(line))
+    hit_tokens = [t for t in tokens if any(t.start() < e and s < t.end() for s, e in spans)]
+    kinds = {_kind(t.group()) for t in hit_tokens} - {None}
+    if not kinds:
+        return []
+    covered = list(spans)
+    for t in hit_tokens:
+        covered.append((t.start(), _call_arguments_end(line, t.end())))
+    hit_names = {t.group().casefold() for t in hit_tokens}
+    out = []
+    for t in tokens:
+        inside = any(s <= t.start() and t.end() <= e for s, e in covered)
+        if inside or t.group().casefold() in hit_names or _kind(t.group()) not in kinds:
+            continue
+        out.append(t.group())
+    return out
+
+
+def _matches(test: KnowledgeTest, line: str) -> bool:
+    expected = [test.correct_answer, *test.accepted_answers]
+    if test.match == "exact":
+        given = _normalise(line)
+        given = given[:-2].rstrip() if given.endswith("()") else given
+        return any(given == _normalise(w) for w in expected)
+    return bool(_hit_spans(test, line))
+
+
+def _score_short_answer(test: KnowledgeTest, reply: str) -> KnowledgeScore:
+    line = final_answer(reply)
+    shown = _normalise(line)
+    if not _matches(test, line):
+        return KnowledgeScore(0.0, shown, f"no {test.match} match in the answer line")
+    others = rivals(test, line)
+    if others:
+        return KnowledgeScore(0.0, shown, f"names several answers (also {', '.join(others)})")
+    return KnowledgeScore(1.0, shown, f"{test.match} match")
+
+
+def score_wpbench(test: KnowledgeTest, reply: str) -> KnowledgeScore:
+    """Our rules: the final answer, naming one answer (module docstring)."""
+    if not reply.strip():
         return KnowledgeScore(0.0, "", "empty answer")
     if test.type == "multiple_choice":
-        keys = [c.key for c in test.choices]
-        letter = choice_letter(answer, keys, {c.key: c.text for c in test.choices})
-        if letter is None:
-            return KnowledgeScore(0.0, "", "no choice letter in the answer")
-        ok = letter == test.correct_answer
-        return KnowledgeScore(1.0 if ok else 0.0, letter, "correct" if ok else f"chose {letter}")
-    expected = [test.correct_answer, *test.accepted_answers]
-    if test.match == "regex":
-        for pattern in expected:
-            if re.search(pattern, answer, re.IGNORECASE):
-                return KnowledgeScore(1.0, final_answer(answer), f"matches /{pattern}/")
-        return KnowledgeScore(0.0, final_answer(answer), "no accepted pattern matches")
-    given = _normalise(final_answer(answer))
-    for want in expected:
-        w = _normalise(want)
-        if (test.match == "exact" and given == w) or (test.match == "contains" and w and w in _normalise(answer)):
-            return KnowledgeScore(1.0, given, f"{test.match} match")
-    return KnowledgeScore(0.0, given, f"no {test.match} match")
+        return _score_multiple_choice(test, reply)
+    return _score_short_answer(test, reply)
 
 
-def score_answer(test: KnowledgeTest, answer: str) -> float:
+# Named scoring rules; a profile chooses one by name. "wpbench" is the default.
+RULES: dict[str, ScoreRules] = {"wpbench": score_wpbench}
+DEFAULT_RULES = "wpbench"
+
+
+def score_knowledge(test: KnowledgeTest, answer: str, rules: str = DEFAULT_RULES) -> KnowledgeScore:
+    try:
+        scorer = RULES[rules]
+    except KeyError:
+        raise ValueError(f"unknown knowledge scoring rules {rules!r} (known: {', '.join(sorted(RULES))})") from None
+    return scorer(test, answer)
+
+
+def score_answer(test: KnowledgeTest, answer: str, rules: str = DEFAULT_RULES) -> float:
     """1.0 or 0.0 (what `Record.scores.correctness` holds for a knowledge test)."""
-    return score_knowledge(test, answer).score
+    return score_knowledge(test, answer, rules).score
