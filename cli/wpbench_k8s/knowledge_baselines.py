@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from wpbench_k8s.dataset import KnowledgeTest
-from wpbench_k8s.models.knowledge import DEFAULT_RULES, score_knowledge
+from wpbench_k8s.models.knowledge import DEFAULT_RULES, score_knowledge, token_kind
 
 ALPHA = 0.001
 POSITION_KEYS = ("A", "B", "C", "D")
@@ -76,13 +76,16 @@ def _hedge_mc(test: KnowledgeTest, index: int) -> str:
     return f"Answer: {first} or {second}"
 
 
-def _short_rival(test: KnowledgeTest, samples: dict[str, str]) -> str | None:
+def _short_rival(test: KnowledgeTest, samples: dict[str, str], categories: dict[str, str]) -> str | None:
+    """A wrong answer of the same kind (number, code name, word): another test's sample answer, from the
+    same category when one fits."""
     mine = samples.get(test.id)
     if mine is None:
         return None
-    numeric = mine.isdigit()
-    for other_id, other in sorted(samples.items()):
-        if other_id != test.id and other.isdigit() == numeric and score_knowledge(test, other).score == 0.0:
+    kind = token_kind(mine)
+    for other_id in sorted(samples, key=lambda i: (categories[i] != test.category, i)):
+        other = samples[other_id]
+        if other_id != test.id and token_kind(other) == kind and score_knowledge(test, other).score == 0.0:
             return other
     return None
 
@@ -90,6 +93,7 @@ def _short_rival(test: KnowledgeTest, samples: dict[str, str]) -> str | None:
 def baseline_completions(tests: Sequence[KnowledgeTest]) -> dict[str, dict[str, str]]:
     """baseline name -> test id -> the reply it gives (tests a baseline does not apply to are absent)."""
     samples = {t.id: s for t in tests if t.type == "short_answer" and (s := sample_answer(t))}
+    categories = {t.id: t.category for t in tests}
     out: dict[str, dict[str, str]] = {name: {} for name in BASELINES}
     for index, test in enumerate(tests):
         if test.type == "multiple_choice":
@@ -102,7 +106,7 @@ def baseline_completions(tests: Sequence[KnowledgeTest]) -> dict[str, dict[str, 
             out["all-letters"][test.id] = "Answer: " + ", ".join(keys)
             out["hedge"][test.id] = _hedge_mc(test, index)
         else:
-            rival = _short_rival(test, samples)
+            rival = _short_rival(test, samples, categories)
             if rival is not None:
                 out["hedge"][test.id] = f"Answer: {samples[test.id]} ({rival} also works)"
     return out

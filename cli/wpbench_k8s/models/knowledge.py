@@ -121,7 +121,10 @@ def _score_multiple_choice(test: KnowledgeTest, reply: str) -> KnowledgeScore:
     return KnowledgeScore(1.0 if ok else 0.0, letter, "correct" if ok else f"chose {letter}")
 
 
-def _kind(token: str) -> str | None:
+def token_kind(token: str) -> str | None:
+    """The kind of a token: number, identifier (a code name with `_`, `$`, `::` or `->`), or None (a word)."""
+    if not token:
+        return None
     if token[0].isdigit():
         return "number"
     if "_" in token or token.startswith("$") or "::" in token or "->" in token:
@@ -156,7 +159,7 @@ def rivals(test: KnowledgeTest, line: str) -> list[str]:
     spans = _hit_spans(test, line)
     tokens = list(_TOKEN.finditer(line))
     hit_tokens = [t for t in tokens if any(t.start() < e and s < t.end() for s, e in spans)]
-    kinds = {_kind(t.group()) for t in hit_tokens} - {None}
+    kinds = {token_kind(t.group()) for t in hit_tokens} - {None}
     if not kinds:
         return []
     covered = list(spans)
@@ -166,7 +169,7 @@ def rivals(test: KnowledgeTest, line: str) -> list[str]:
     out = []
     for t in tokens:
         inside = any(s <= t.start() and t.end() <= e for s, e in covered)
-        if inside or t.group().casefold() in hit_names or _kind(t.group()) not in kinds:
+        if inside or t.group().casefold() in hit_names or token_kind(t.group()) not in kinds:
             continue
         out.append(t.group())
     return out
