@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 IMAGE ?= wpbench-grader:dev
 CONCURRENCY ?= 2
 
-.PHONY: setup docker runtime-image demo test test-unit lint typecheck bench verify schema clean kind-up e2e-kind kind-down controller-image
+.PHONY: setup docker browser runtime-image demo test test-unit lint typecheck bench verify schema clean kind-up e2e-kind kind-down controller-image
 
 setup: $(VENV)/.installed
 
@@ -19,6 +19,11 @@ $(VENV)/.installed: pyproject.toml
 docker:
 	scripts/ensure-docker.sh
 
+# Headless Chromium for the report's browser test (Debian's packages; nothing when both are there).
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver; }
+
 runtime-image: docker
 	runtime/build.sh $(IMAGE)
 
@@ -26,7 +31,7 @@ runtime-image: docker
 demo: setup runtime-image
 	$(BIN)/wpbench-k8s run --check-reference-solution --limit 12 --execution-concurrency $(CONCURRENCY)
 
-test: setup runtime-image controller-image
+test: setup runtime-image controller-image browser
 	$(BIN)/pytest -q
 
 test-unit: setup

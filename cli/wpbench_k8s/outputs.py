@@ -25,7 +25,7 @@ def _stamped(path: Path, ts: str, suffix: str) -> Path:
     return path.with_name(f"{path.stem}_{ts}{suffix}")
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         fh.write(text)
@@ -69,8 +69,8 @@ class ResultsWriter:
         self.close()
         rank = {item_id: i for i, item_id in enumerate(order)}
         ordered = sorted(self.records, key=lambda r: rank.get(r.item_id, len(rank)))
-        _atomic_write(self.jsonl_path, "".join(r.model_dump_json() + "\n" for r in ordered))
-        _atomic_write(self.json_path, json.dumps(summary, indent=2, sort_keys=False) + "\n")
+        atomic_write(self.jsonl_path, "".join(r.model_dump_json() + "\n" for r in ordered))
+        atomic_write(self.json_path, json.dumps(summary, indent=2, sort_keys=False) + "\n")
         self.partial_path.unlink(missing_ok=True)
 
 

@@ -74,6 +74,17 @@ def mode_sections(manifest: RunManifest, records: list[Record], console: Console
     return {}
 
 
+def write_run_report(manifest: RunManifest, summary_path: Path, records_path: Path) -> Path:
+    """The HTML report beside a finished run's summary (same name, .html), from the files just written;
+    the prompts come from the manifest. `run --report` and `results --report` both call this."""
+    from wpbench_k8s.report import write_report
+
+    path = summary_path.with_suffix(".html")
+    prompts = {test_id: str(test.get("prompt", "")) for test_id, test in manifest.tests.items()}
+    write_report([summary_path], path, prompts=prompts, records=records_path)
+    return path
+
+
 def category_table(records: list[Record], title: str) -> Table:
     table = Table(title=title)
     for col, justify in (("category", "left"), ("tests", "right"), ("passed", "right"), ("pass rate", "right"),
@@ -100,12 +111,19 @@ def category_table(records: list[Record], title: str) -> Table:
 
 class LocalRun:
     def __init__(
-        self, config: Config, manifest: RunManifest, *, console: Console, executor_name: str | None = None
+        self,
+        config: Config,
+        manifest: RunManifest,
+        *,
+        console: Console,
+        executor_name: str | None = None,
+        report: bool = False,
     ) -> None:
         self.config = config
         self.manifest = manifest
         self.console = console
         self.executor_name = executor_name or config.grader.kind
+        self.report = report
 
     def _generator(self) -> Any:
         if self.manifest.mode != "models":
@@ -177,7 +195,11 @@ class LocalRun:
         summary = summarize(manifest, records, executor=self.executor_name, started_at=started,
                             finished_at=now_iso(), extra=extra)  # fmt: skip
         writer.finalize(summary, [i.item_id for i in manifest.items])
-        return self._report(records, extra, writer)
+        code = self._report(records, extra, writer)
+        if self.report:  # the run's last line names the report
+            path = write_run_report(manifest, writer.json_path, writer.jsonl_path)
+            self.console.print(f"report: {path}", soft_wrap=True, highlight=False)
+        return code
 
     def _report(self, records: list[Record], extra: dict[str, Any], writer: ResultsWriter) -> int:
         console = self.console

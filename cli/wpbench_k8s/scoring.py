@@ -141,8 +141,13 @@ def aggregate(records: list[Record]) -> dict[str, Any]:
     }
 
 
+def group_name(model: str, variant: str) -> str:
+    """The summary's `models` key of a model and variant."""
+    return model if variant == "baseline" else f"{model} [{variant}]"
+
+
 def group_key(record: Record) -> str:
-    return record.model if record.variant == "baseline" else f"{record.model} [{record.variant}]"
+    return group_name(record.model, record.variant)
 
 
 def aggregate_by_model(records: list[Record]) -> dict[str, dict[str, Any]]:

@@ -316,14 +316,16 @@ def load_manifest(cluster: Cluster, run: dict[str, Any]) -> Any:
     required=True,
     help="JSONL path; the summary JSON goes beside it (same stem, .json).",
 )
+@click.option("--report", "report", is_flag=True, help="Also write the HTML report beside the summary (.html).")
 @unreachable_is_an_error
 def results_command(
-    run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None, output: Path
+    run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None, output: Path, report: bool
 ) -> None:
     """Fetch a run's records: the same JSONL (and summary JSON) a local `wpbench-k8s run` writes.
 
     A finished model run also prints the model comparison (Δ skills, Skill Impact) tables of a local
     run, on stdout. An unfinished run's records go to OUTPUT.partial (no summary), as a local run's do.
+    With --report a finished run's HTML report goes beside the summary (same stem, .html).
     """
     from rich.console import Console
 
@@ -361,10 +363,15 @@ def results_command(
         summary_path = output.with_suffix(".json")
         summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         click.echo(f"{len(records)} records -> {target}; summary -> {summary_path}", err=True)
+        if report:
+            from wpbench_k8s.runner import write_run_report
+
+            click.echo(f"report: {write_run_report(manifest, summary_path, target)}", err=True)
     else:
         click.echo(
             f"run {run_name} is {status.get('phase', 'Pending')}: "
-            f"{len(records)}/{len(manifest.items)} records -> {target}",
+            f"{len(records)}/{len(manifest.items)} records -> {target}"
+            + ("; no report for an unfinished run" if report else ""),
             err=True,
         )
 

@@ -155,6 +155,7 @@ def print_selection(console: Console, manifest: RunManifest) -> None:
               help="Summary JSON path; records go beside it (default output/results.json).")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="List exactly the selected tests; call nothing.")
 @click.option("--executor", "executor_name", default=None, help="Execution backend (docker, kubernetes).")
+@click.option("--report", "report", is_flag=True, help="Also write the HTML report beside the results (.html).")
 def run_command(**params: Any) -> None:
     """Run the benchmark on this machine: one fresh locked-down grader container per test.
 
@@ -163,7 +164,7 @@ def run_command(**params: Any) -> None:
       wpbench-k8s run --check-reference-solution --limit 12 --execution-concurrency 2
       wpbench-k8s run --check-exploits --test-id wpk-hooks-001
       wpbench-k8s run --completions completions.jsonl
-      wpbench-k8s run --model-name gpt-4o --model-name gemini/gemini-2.5-flash --limit 20
+      wpbench-k8s run --model-name gpt-4o --model-name gemini/gemini-2.5-flash --limit 20 --report
     """
     from wpbench_k8s.runner import LocalRun
 
@@ -176,7 +177,9 @@ def run_command(**params: Any) -> None:
     if params.get("dry_run") or config.run.dry_run:
         print_selection(Console(), manifest)
         return
-    run = LocalRun(config, manifest, console=console, executor_name=params.get("executor_name"))
+    run = LocalRun(
+        config, manifest, console=console, executor_name=params.get("executor_name"), report=params["report"]
+    )
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
