@@ -40,10 +40,14 @@ def test_submit_status_results_logs(sim, mini_suite, tmp_path):
         "2/2",
         1.0,
     )
-    sim.cli("results", name, "-o", str(tmp_path / "out" / "results.jsonl"))
+    res = sim.cli("results", name, "-o", str(tmp_path / "out" / "results.jsonl"), "--report")
     got = records(tmp_path / "out" / "results.jsonl")
     assert [r["test_id"] for r in got] == ["mini-hooks-001", "mini-shortcodes-001"]
     summary = json.loads((tmp_path / "out" / "results.json").read_text())
+    # the HTML report beside the summary, from the same code path as `run --report`
+    report = tmp_path / "out" / "results.html"
+    assert res.stderr.strip().splitlines()[-1] == f"report: {report}"
+    assert report.is_file() and "mini-shortcodes-001" in report.read_text()
     assert summary["metadata"]["runtime_isolation_boundary"] == "pod_per_test"
     assert summary["overall"]["execution"]["passed"] == 2
     logs = sim.cli("logs", name, "mini-hooks-001")
@@ -60,9 +64,10 @@ def sim_cli(sim) -> list[str]:
 
 def test_unfinished_results_go_to_a_partial_file(sim, mini_suite, tmp_path):
     name = sim.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite)).stdout.strip()
-    res = sim.cli("results", name, "-o", str(tmp_path / "r.jsonl"))
+    res = sim.cli("results", name, "-o", str(tmp_path / "r.jsonl"), "--report")
     assert (tmp_path / "r.jsonl.partial").exists() and not (tmp_path / "r.jsonl").exists()
-    assert "0/2 records" in res.stderr
+    assert "0/2 records" in res.stderr and "no report for an unfinished run" in res.stderr
+    assert not (tmp_path / "r.html").exists()
 
 
 def test_in_flight_bound_and_api_writes(sim, mini_suite, tmp_path):
