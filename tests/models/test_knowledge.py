@@ -163,11 +163,20 @@ def test_one_answer_with_context_is_right(test: KnowledgeTest, reply: str) -> No
         "Answer: B (C also works)",
         "**B** or **C**",
         "Answer: (B) and (C)",
+        "init runs too late.\nSo the answer is B or C.",  # no label: the line the letter is read from
+        "Thinking it over.\nB or C\n",
     ],
 )
 def test_multiple_choice_hedge_scores_zero(reply: str) -> None:
     result = score_knowledge(MC, reply)
     assert result.score == 0.0, result
+
+
+@pytest.mark.parametrize("reply", ["B or C", "C or B", "I'd say B or C.", "Thinking it over.\nB or C", "A, B, C or D"])
+def test_a_hedge_including_the_key_scores_zero_in_either_order(reply: str) -> None:
+    for key in ("B", "C"):
+        test = MC.model_copy(update={"correct_answer": key})
+        assert score_knowledge(test, reply).score == 0.0, (key, reply)
 
 
 @pytest.mark.parametrize(

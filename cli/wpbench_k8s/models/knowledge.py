@@ -7,8 +7,9 @@ Our rules ("wpbench"): only the final answer counts, and it must name one answer
 
 Multiple choice: the chosen letter is read from the reply ("B", "**B**", "(B)", "B) plugins_loaded",
 "The answer is B", "Answer: B") or, failing that, from the text of exactly one choice quoted in it.
-The answer line (the text after the last "Answer:" label, else the first non-empty line) must name
-no other choice: "B or C", "A, B, C, D" and "B (C also works)" score 0.
+The line the letter is read from, and the answer line (the text after the last "Answer:" label, else
+the first non-empty line), must name no other choice: "B or C", "A, B, C, D", "B (C also works)" and
+"... so the answer is B or C" score 0.
 
 Short answer: only the answer line is matched, against `correct_answer` and every `accepted_answers`
 entry with the test's `match`: `exact` (case-insensitive, ignoring surrounding quotes, backticks,
@@ -64,10 +65,11 @@ def final_answer(text: str) -> str:
     return ""
 
 
-def choice_letter(answer: str, keys: list[str], texts: dict[str, str] | None = None) -> str | None:
-    """The choice key the answer picks, or None when it cannot be told."""
-    if not answer.strip():
-        return None
+def read_choice(answer: str, keys: list[str], texts: dict[str, str] | None = None) -> tuple[str | None, str]:
+    """(the choice key the answer picks or None, the line it was read from)."""
+    text = answer.strip()
+    if not text:
+        return None, ""
     alt = "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
     key_token = rf"[\s*_`'\"(\[]*({alt})(?![A-Za-z0-9])"
     patterns = [
@@ -75,22 +77,30 @@ def choice_letter(answer: str, keys: list[str], texts: dict[str, str] | None = N
         rf"(?i:answer|choice|option)(?:\s+is)?\s*[:=\-]?\s*(?:\*\*)?{key_token}",  # "Answer: B", "answer is **B**"
         rf"^{key_token}\s*[).:\-]",  # "B) ...", "B. ...", "B: ..."
     ]
-    text = answer.strip()
     for pattern in patterns:
-        matches = re.findall(pattern, text, re.MULTILINE)
+        matches = list(re.finditer(pattern, text, re.MULTILINE))
         if matches:
-            return str(matches[-1]) if isinstance(matches[-1], str) else None
+            last = matches[-1]
+            start = text.rfind("\n", 0, last.start()) + 1
+            end = text.find("\n", last.end())
+            return last.group(1), text[start : end if end >= 0 else len(text)].strip()
     # A lone key token somewhere ("I'd go with (C)."), not the start of a sentence ("A hook ..."):
     # only when exactly one distinct key appears so.
-    lone: set[str] = set(re.findall(rf"(?<![\w'\u2019])[(\[*]*({alt})[)\]*]*(?![\w'\u2019])(?!\s+[a-z])", text))
+    sentence = r"(?!\s+(?!(?:or|and|nor)\b)[a-z])"  # "A hook ..." starts a sentence; "B or C" names two
+    lone: set[str] = set(re.findall(rf"(?<![\w'\u2019])[(\[*]*({alt})[)\]*]*(?![\w'\u2019]){sentence}", text))
     if len(lone) == 1:
-        return lone.pop()
+        return lone.pop(), final_answer(text)
     if texts:
         norm = _normalise(text)
         hits = [k for k, t in texts.items() if _normalise(t) and _normalise(t) in norm]
         if len(hits) == 1:
-            return hits[0]
-    return None
+            return hits[0], final_answer(text)
+    return None, final_answer(text)
+
+
+def choice_letter(answer: str, keys: list[str], texts: dict[str, str] | None = None) -> str | None:
+    """The choice key the answer picks, or None when it cannot be told."""
+    return read_choice(answer, keys, texts)[0]
 
 
 def named_choices(line: str, keys: list[str]) -> set[str]:
@@ -111,10 +121,11 @@ def named_choices(line: str, keys: list[str]) -> set[str]:
 
 def _score_multiple_choice(test: KnowledgeTest, reply: str) -> KnowledgeScore:
     keys = [c.key for c in test.choices]
-    letter = choice_letter(reply, keys, {c.key: c.text for c in test.choices})
+    letter, line = read_choice(reply, keys, {c.key: c.text for c in test.choices})
     if letter is None:
         return KnowledgeScore(0.0, "", "no choice letter in the answer")
-    others = named_choices(final_answer(reply), keys) - {letter}
+    # The line the letter was read from, and the answer line, must name no other choice.
+    others = (named_choices(line, keys) | named_choices(final_answer(reply), keys)) - {letter}
     if others:
         return KnowledgeScore(0.0, letter, f"names several choices ({', '.join(sorted({letter, *others}))})")
     ok = letter == test.correct_answer
