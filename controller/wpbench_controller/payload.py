@@ -1,8 +1,10 @@
 """The run manifest as ConfigMaps owned by the run, each under the 1 MiB object limit.
 
-Chunk 0 holds the manifest header (everything but tests and items) and an index; chunks 1..n hold
-tests and items. Each item's grader task is its own key, next to the item, so a grader pod mounts
-exactly one key of one ConfigMap. Reassembly gives back the very manifest (same digest) submitted.
+Chunk 0 holds the manifest header (everything but tests and items) and the index of tests; chunks
+1..n hold tests and items, each with the index of its own items (`items.json`), so no ConfigMap grows
+with the number of items (a 50,000-item run: about 220 chunks, chunk 0 a few KiB). Each item's
+grader task is its own key, next to the item, so a grader pod mounts exactly one key of one ConfigMap.
+Reassembly gives back the very manifest (same digest) submitted.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from wpbench_runtime.contract import GradeTask
 CHUNK_BUDGET = 900 * 1024
 HEADER_KEY = "manifest.json"
 INDEX_KEY = "index.json"
+CHUNK_INDEX_KEY = "items.json"  # [[item_id, key], ...] of the items in this chunk, in manifest order
 
 
 class PayloadError(Exception):
@@ -70,28 +73,37 @@ def split_manifest(manifest: RunManifest, run_name: str, budget: int = CHUNK_BUD
     """
     chunks: list[Chunk] = []
 
-    def place(entries: dict[str, str]) -> int:
+    local: list[list[list[str]]] = []  # per chunk: its items' [item_id, key]
+
+    def place(entries: dict[str, str], index_entry: list[str] | None = None) -> int:
         size = sum(len(k) + len(v.encode()) for k, v in entries.items())
-        if size > budget:
+        extra = len(_dumps([index_entry])) + len(CHUNK_INDEX_KEY) if index_entry else 0
+        if size + extra > budget:
             raise PayloadError(f"{', '.join(entries)}: {size} bytes exceed the {budget}-byte ConfigMap budget")
-        if not chunks or chunks[-1].size + size > budget:
+        if not chunks or chunks[-1].size + size + extra > budget:
             chunks.append(Chunk({}))
+            local.append([])
         for k, v in entries.items():
             chunks[-1].add(k, v)
+        if index_entry:
+            local[-1].append(index_entry)
+            chunks[-1].size += extra
         return len(chunks)  # chunk numbers start at 1; 0 is the header
 
     tests: dict[str, int] = {}
     for test_id, test in manifest.tests.items():
         tests[test_id] = place({test_data_key(test_id): _dumps(test)})
-    items: list[list[Any]] = []
     for item in manifest.items:
         key = item_key(item.item_id)
         entries = {item_data_key(key): _dumps(item.model_dump(mode="json", exclude={"task"}))}
         if item.task is not None:
             entries[task_data_key(key)] = item.task.model_dump_json()
-        items.append([item.item_id, key, place(entries)])
+        place(entries, [item.item_id, key])
+    for chunk, own in zip(chunks, local, strict=True):
+        if own:
+            chunk.data[CHUNK_INDEX_KEY] = _dumps(own)
     header = manifest.model_dump(mode="json", exclude={"items", "tests"})
-    index = {"items": items, "tests": tests, "chunks": len(chunks) + 1}
+    index = {"tests": tests, "chunks": len(chunks) + 1}
     head = Chunk({})
     head.add(HEADER_KEY, _dumps(header))
     head.add(INDEX_KEY, _dumps(index))
@@ -132,7 +144,12 @@ def join_manifest(chunks: list[dict[str, str]], expected_digest: str | None = No
         items: list[ManifestItem] = []
         keys: dict[str, str] = {}
         chunk_of: dict[str, int] = {}
-        for item_id, key, n in index["items"]:
+        own_items = (
+            (item_id, key, n)
+            for n in range(1, len(chunks))
+            for item_id, key in json.loads(chunks[n].get(CHUNK_INDEX_KEY, "[]"))
+        )
+        for item_id, key, n in own_items:
             data = chunks[n]
             item = ManifestItem.model_validate_json(data[item_data_key(key)])
             if task_data_key(key) in data:

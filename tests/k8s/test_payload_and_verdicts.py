@@ -129,3 +129,18 @@ def test_names_and_labels_are_valid_and_deterministic():
     assert dns_label(name) == name
     assert job_name("r", "a") != job_name("r", "b")
     assert len(label_value("openai/gpt-4o" * 10)) <= 63 and "/" not in label_value("openai/gpt-4o")
+
+
+def test_chunk_zero_does_not_grow_with_the_number_of_items(manifest):
+    """The item index lives beside the items: 300 copies of the items leave chunk 0 as small as 3 do."""
+    from wpbench_controller.payload import HEADER_KEY, INDEX_KEY
+
+    def chunk_zero_size(copies: int) -> int:
+        items = [i.model_copy(update={"item_id": f"{i.item_id}-{n}"}) for n in range(copies) for i in manifest.items]
+        big = manifest.model_copy(update={"items": items})
+        chunks = split_manifest(big, "r")
+        payload = join_manifest(chunks, big.digest())
+        assert [i.item_id for i in payload.manifest.items] == [i.item_id for i in items]
+        return len(chunks[0][HEADER_KEY]) + len(chunks[0][INDEX_KEY])
+
+    assert chunk_zero_size(300) == chunk_zero_size(3)
