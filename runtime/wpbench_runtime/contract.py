@@ -5,10 +5,14 @@ PHP verifier inside the image reads it, and the harness (or the Kubernetes colle
 the `Verdict` that comes back. `runtime/schema/*.json` are generated from these models
 (`python -m wpbench_runtime.schema`) so the PHP side and outside tools can read the same contract.
 
-Exit codes of `wpbench-grade`:
-    0  a verdict was produced for a gradable task (status passed, failed, error or timeout)
-    2  the task document was unusable or the test is mis-authored (status harness_error)
-    3  the verifier itself broke (status harness_error, reason says where)
+Exit codes of `wpbench-grade` (what each means for a record: cli/wpbench_k8s/outcome.py):
+    0  a verdict for a gradable task (status passed, failed, error or timeout): scored
+    2  harness_error, and only for a task or environment found broken before any candidate code
+       ran (unusable task document, setup failed, WordPress did not boot): excluded
+    3  the verifier failed after candidate code could act (status error): scored as the candidate's
+    4  harness_error: stopped by a signal from outside the container (nothing inside can signal
+       the supervisor; see runtime/php/native/nodlopen.c): infrastructure, retried
+Any other exit code, or a harness_error verdict with another exit code, is the candidate's failure.
 """
 
 from __future__ import annotations

@@ -12,16 +12,16 @@ namespace WPBench\Common;
 const DELIMITERS = '/#~!@%|`';
 
 function is_delimited( string $pattern ): bool {
-	if ( strlen( $pattern ) < 2 || ! str_contains( DELIMITERS, $pattern[0] ) ) {
+	if ( \strlen( $pattern ) < 2 || ! \str_contains( DELIMITERS, $pattern[0] ) ) {
 		return false;
 	}
 	$delimiter = $pattern[0];
-	$end       = strrpos( $pattern, $delimiter );
-	if ( 0 === $end || ! preg_match( '/^[imsxuADSUXJn]*$/', substr( $pattern, $end + 1 ) ) ) {
+	$end       = \strrpos( $pattern, $delimiter );
+	if ( 0 === $end || ! \preg_match( '/^[imsxuADSUXJn]*$/', \substr( $pattern, $end + 1 ) ) ) {
 		return false;
 	}
-	$body = substr( $pattern, 1, $end - 1 );
-	$len  = strlen( $body );
+	$body = \substr( $pattern, 1, $end - 1 );
+	$len  = \strlen( $body );
 	for ( $i = 0; $i < $len; $i++ ) {
 		if ( '\\' === $body[ $i ] ) {
 			++$i;
@@ -38,11 +38,11 @@ function to_pcre( string $pattern ): string {
 		return $pattern;
 	}
 	foreach ( array( '#', '~', '!', '%', '@', '`', ';', ',' ) as $delimiter ) {
-		if ( ! str_contains( $pattern, $delimiter ) ) {
+		if ( ! \str_contains( $pattern, $delimiter ) ) {
 			return $delimiter . $pattern . $delimiter;
 		}
 	}
-	return '#' . preg_replace( '/(?<!\\\\)#/', '\\#', $pattern ) . '#';
+	return '#' . \preg_replace( '/(?<!\\\\)#/', '\\#', $pattern ) . '#';
 }
 
 /**
@@ -52,19 +52,19 @@ function to_pcre( string $pattern ): string {
  */
 function pattern_match( string $pattern, string $subject ): array {
 	$error = null;
-	set_error_handler(
+	\set_error_handler(
 		static function ( int $errno, string $message ) use ( &$error ): bool {
-			$error = preg_replace( '/^preg_match\(\): /', '', $message );
+			$error = \preg_replace( '/^preg_match\(\): /', '', $message );
 			return true;
 		}
 	);
 	try {
-		$result = preg_match( to_pcre( $pattern ), $subject );
+		$result = \preg_match( to_pcre( $pattern ), $subject );
 	} finally {
-		restore_error_handler();
+		\restore_error_handler();
 	}
 	if ( false === $result ) {
-		return array( false, $error ?? preg_last_error_msg() );
+		return array( false, $error ?? \preg_last_error_msg() );
 	}
 	return array( 1 === $result, null );
 }

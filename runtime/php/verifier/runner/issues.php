@@ -19,14 +19,14 @@ final class Issues {
 	private static bool $inside   = false;
 
 	public static function install(): void {
-		set_error_handler( array( self::class, 'handle' ) );
+		\set_error_handler( array( self::class, 'handle' ) );
 	}
 
 	public static function handle( int $errno, string $message, string $file = '', int $line = 0 ): bool {
-		if ( ! ( error_reporting() & $errno ) ) {
+		if ( ! ( \error_reporting() & $errno ) ) {
 			return false; // silenced with @: PHP's own handler stays quiet too.
 		}
-		if ( E_USER_ERROR === $errno || E_RECOVERABLE_ERROR === $errno || self::$inside ) {
+		if ( \E_USER_ERROR === $errno || \E_RECOVERABLE_ERROR === $errno || self::$inside ) {
 			return false; // fatal: PHP prints it and stops; the shutdown hook reports it.
 		}
 		self::$inside = true;
@@ -40,8 +40,8 @@ final class Issues {
 				'line'    => $line,
 			);
 		}
-		if ( is_resource( STDERR ) ) {
-			fwrite( STDERR, "PHP $level:  $message in $file on line $line\n" );
+		if ( \is_resource( \STDERR ) ) {
+			\fwrite( \STDERR, "PHP $level:  $message in $file on line $line\n" );
 		}
 		self::$inside = false;
 		return true;
@@ -60,12 +60,12 @@ final class Issues {
 
 	public static function level( int $errno ): string {
 		return match ( $errno ) {
-			E_WARNING, E_USER_WARNING, E_CORE_WARNING, E_COMPILE_WARNING => 'Warning',
-			E_NOTICE, E_USER_NOTICE => 'Notice',
-			E_DEPRECATED, E_USER_DEPRECATED => 'Deprecated',
-			E_ERROR, E_CORE_ERROR, E_COMPILE_ERROR, E_USER_ERROR => 'Fatal error',
-			E_PARSE => 'Parse error',
-			E_RECOVERABLE_ERROR => 'Recoverable fatal error',
+			\E_WARNING, \E_USER_WARNING, \E_CORE_WARNING, \E_COMPILE_WARNING => 'Warning',
+			\E_NOTICE, \E_USER_NOTICE => 'Notice',
+			\E_DEPRECATED, \E_USER_DEPRECATED => 'Deprecated',
+			\E_ERROR, \E_CORE_ERROR, \E_COMPILE_ERROR, \E_USER_ERROR => 'Fatal error',
+			\E_PARSE => 'Parse error',
+			\E_RECOVERABLE_ERROR => 'Recoverable fatal error',
 			default => 'Unknown error',
 		};
 	}
@@ -73,8 +73,8 @@ final class Issues {
 
 /** At most $max bytes of $text, cut on a UTF-8 boundary. */
 function cut( string $text, int $max = 500 ): string {
-	if ( strlen( $text ) <= $max ) {
+	if ( \strlen( $text ) <= $max ) {
 		return $text;
 	}
-	return mb_strcut( $text, 0, $max, 'UTF-8' ) . '…';
+	return \mb_strcut( $text, 0, $max, 'UTF-8' ) . '…';
 }

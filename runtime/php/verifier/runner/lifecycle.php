@@ -63,7 +63,7 @@ final class Lifecycle {
 				$seen[ $hook ] = $wp_hook->callbacks;
 			}
 		}
-		self::$plugin   = plugin_basename( $candidate_file );
+		self::$plugin   = \plugin_basename( $candidate_file );
 		self::$snapshot = $seen;
 	}
 
@@ -91,7 +91,7 @@ final class Lifecycle {
 	 */
 	public static function fire( string $hook, mixed ...$args ): int {
 		global $wp_filter;
-		$added = count( self::added( $hook ) );
+		$added = \count( self::added( $hook ) );
 		if ( 0 === $added ) {
 			return 0;
 		}
@@ -111,7 +111,7 @@ final class Lifecycle {
 			}
 		}
 		try {
-			do_action( $hook, ...$args );
+			\do_action( $hook, ...$args );
 		} finally {
 			// Restore what is still muted (a callback removed or re-added meanwhile stays as it is now).
 			foreach ( $muted as $priority => $functions ) {
@@ -171,7 +171,7 @@ final class Lifecycle {
 			return array();
 		}
 		$callbacks = $wp_hook->callbacks;
-		ksort( $callbacks, SORT_NUMERIC );
+		\ksort( $callbacks, \SORT_NUMERIC );
 		$found = array();
 		foreach ( $callbacks as $priority => $entries ) {
 			foreach ( $entries as $id => $entry ) {

@@ -1,7 +1,8 @@
 <?php
 /**
  * The runner: the one process that runs candidate code. Started by the supervisor with
- * `php -n ... runner.php`, disable_functions, no FFI, the native guard preloaded, and these
+ * `php -n ... runner.php`, disable_functions, no FFI, the native guard preloaded (no native code
+ * from writable places, no signals to other processes, not dumpable, a data-size limit), and these
  * descriptors (open_basedir is set by lock_down() once WordPress has booted):
  *
  *   0  stdin: "<nonce>\n<job JSON>", read once and closed
@@ -10,31 +11,40 @@
  *      hello → booted → setup → [candidate → assertion…] → teardown → done
  *      or, when the process ends early, "ended" from the shutdown hook.
  *
- * The nonce lives only in main()'s local variables and in the shutdown closure registered
- * before any untrusted code runs; it is never a function argument (debug_backtrace() shows
- * arguments), a global, a static or a constant. Events are written by main() itself.
+ * What candidate code can reach here holds no secret (threat model: docs/architecture.md):
+ * - the nonce and the job live only in main()'s local variables and in the shutdown closure
+ *   registered before any untrusted code runs; never a function argument (debug_backtrace() shows
+ *   arguments), a global, a static or a constant;
+ * - the job carries no expected value (the supervisor keeps them and judges what the runner
+ *   observed), and test-authored PHP is compiled into argument-less closures before the candidate
+ *   loads and called from main() only;
+ * - every global function and constant is called fully qualified, so declaring WPBench\Runner\<name>
+ *   replaces nothing; declaring anything in a WPBench namespace fails the candidate (trespass()).
  */
 
 namespace WPBench\Runner;
 
-require __DIR__ . '/../common/patterns.php';
 require __DIR__ . '/issues.php';
-require __DIR__ . '/assertions.php';
+require __DIR__ . '/observe.php';
 require __DIR__ . '/lifecycle.php';
 
 use WPBench\Runtime\Lifecycle;
 
 const TAG = 'WPB1';
+// Namespaces the verifier owns (lower case, as PHP reports declared names): nothing may be declared in them later.
+const VERIFIER_NAMESPACE = 'wpbench\\';
+// Test-authored PHP fields of an assertion, compiled before the candidate loads.
+const CODE_FIELDS = array( 'code', 'args_code', 'post_id_code' );
 
 /** One event line without the "WPB1 <nonce> " prefix. Takes plain data only. */
 function line( string $event, array $data = array() ): string {
 	$data = array( 'event' => $event ) + $data;
-	$json = json_encode( $data, JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE | JSON_PARTIAL_OUTPUT_ON_ERROR );
+	$json = \json_encode( $data, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE | \JSON_PRESERVE_ZERO_FRACTION | \JSON_PARTIAL_OUTPUT_ON_ERROR );
 	return ( false === $json ? '{"event":"' . $event . '","encode_error":true}' : $json ) . "\n";
 }
 
 function ms_since( int $start ): int {
-	return intdiv( hrtime( true ) - $start, 1000000 );
+	return \intdiv( \hrtime( true ) - $start, 1000000 );
 }
 
 /**
@@ -45,11 +55,14 @@ function ms_since( int $start ): int {
  * @return true|string True, or what is wrong.
  */
 function lock_down( string $open_basedir, string $guard ): true|string {
-	$maps = file_get_contents( '/proc/self/maps' );
-	if ( false === $maps || ! str_contains( $maps, $guard ) ) {
+	$maps = \file_get_contents( '/proc/self/maps' );
+	if ( false === $maps || ! \str_contains( $maps, $guard ) ) {
 		return "the native guard $guard is not loaded";
 	}
-	if ( false === ini_set( 'open_basedir', $open_basedir ) || ini_get( 'open_basedir' ) !== $open_basedir ) {
+	if ( ! \preg_match( '/^Seccomp:\s+2$/m', (string) \file_get_contents( '/proc/self/status' ) ) ) {
+		return 'the native guard did not install its seccomp filter';
+	}
+	if ( false === \ini_set( 'open_basedir', $open_basedir ) || \ini_get( 'open_basedir' ) !== $open_basedir ) {
 		return 'open_basedir could not be set';
 	}
 	return true;
@@ -61,21 +74,44 @@ function boot(): void {
 }
 
 /**
- * Runs test-authored code (setup, teardown).
+ * Compiles test-authored PHP into a closure without arguments or bound variables: calling it later
+ * runs the code in a fresh function scope, and no frame or reflection of it shows the source.
  *
- * @return array{ok: bool, ms: int, error?: string}
+ * @return \Closure|string The closure, or the compile error.
  */
-function run_test_code( string $code ): array {
-	$start = hrtime( true );
-	if ( '' === trim( $code ) ) {
-		return array( 'ok' => true, 'ms' => 0, 'empty' => true );
-	}
+function compile( string $code ): \Closure|string {
 	try {
-		eval_php( $code );
-		return array( 'ok' => true, 'ms' => ms_since( $start ) );
-	} catch ( \Throwable $e ) {
-		return array( 'ok' => false, 'ms' => ms_since( $start ), 'error' => describe_throwable( $e ) );
+		$closure = eval( "return static function () {\n" . \preg_replace( '/^\s*<\?php\b/i', '', $code, 1 ) . "\n};" );
+	} catch ( \ParseError $e ) {
+		return 'PHP syntax error: ' . $e->getMessage() . ' on line ' . ( $e->getLine() - 1 );
 	}
+	return $closure instanceof \Closure ? $closure : 'did not compile to a closure';
+}
+
+/** Every name declared in a verifier namespace: functions, classes (and interfaces, traits, enums), constants. */
+function verifier_names(): array {
+	$names = array();
+	foreach ( \get_defined_functions()['user'] as $name ) {
+		if ( \str_starts_with( \strtolower( $name ), VERIFIER_NAMESPACE ) ) {
+			$names[] = "function $name";
+		}
+	}
+	foreach ( \array_merge( \get_declared_classes(), \get_declared_interfaces(), \get_declared_traits() ) as $name ) {
+		if ( \str_starts_with( \strtolower( $name ), VERIFIER_NAMESPACE ) ) {
+			$names[] = "class $name";
+		}
+	}
+	foreach ( \array_keys( \get_defined_constants( true )['user'] ?? array() ) as $name ) {
+		if ( \str_starts_with( \strtolower( $name ), VERIFIER_NAMESPACE ) ) {
+			$names[] = "constant $name";
+		}
+	}
+	return $names;
+}
+
+/** What was declared in a verifier namespace since $before (at most 20 names). */
+function trespass( array $before ): array {
+	return \array_slice( \array_values( \array_diff( verifier_names(), $before ) ), 0, 20 );
 }
 
 /**
@@ -98,15 +134,15 @@ function include_candidate( string $__wpbench_file ): void {
  * @return array{ok: bool, ms: int, kind?: string, error?: string, line?: int}
  */
 function run_candidate( array $candidate ): array {
-	$start = hrtime( true );
+	$start = \hrtime( true );
 	lifecycle_snapshot( $candidate['file'] );
 	try {
 		if ( $candidate['plugin'] ) {
-			wp_register_plugin_realpath( $candidate['file'] );
+			\wp_register_plugin_realpath( $candidate['file'] );
 		}
 		include_candidate( $candidate['file'] );
 		if ( $candidate['plugin'] ) {
-			do_action( 'plugin_loaded', $candidate['file'] );
+			\do_action( 'plugin_loaded', $candidate['file'] );
 		}
 		return array( 'ok' => true, 'ms' => ms_since( $start ) );
 	} catch ( \ParseError $e ) {
@@ -114,8 +150,8 @@ function run_candidate( array $candidate ): array {
 			'ok'    => false,
 			'ms'    => ms_since( $start ),
 			'kind'  => 'parse',
-			'error' => $e->getMessage(),
-			'file'  => $e->getFile(),
+			'error' => cut( $e->getMessage(), 2000 ),
+			'file'  => cut( $e->getFile(), 500 ),
 			'line'  => $e->getLine(),
 		);
 	} catch ( \Throwable $e ) {
@@ -123,9 +159,9 @@ function run_candidate( array $candidate ): array {
 			'ok'    => false,
 			'ms'    => ms_since( $start ),
 			'kind'  => 'exception',
-			'class' => get_class( $e ),
+			'class' => cut( \get_class( $e ), 300 ),
 			'error' => cut( $e->getMessage(), 2000 ),
-			'file'  => $e->getFile(),
+			'file'  => cut( $e->getFile(), 500 ),
 			'line'  => $e->getLine(),
 		);
 	}
@@ -136,17 +172,17 @@ function run_candidate( array $candidate ): array {
  * memory exhaustion and uncaught errors) or, when there is none, exit()/die().
  */
 function ended( string $phase ): string {
-	$limit = ini_get( 'memory_limit' );
-	ini_set( 'memory_limit', (string) ( memory_get_usage( true ) + 32 * 1024 * 1024 ) );
-	$error = error_get_last();
+	$limit = \ini_get( 'memory_limit' );
+	\ini_set( 'memory_limit', (string) ( \memory_get_usage( true ) + 32 * 1024 * 1024 ) );
+	$error = \error_get_last();
 	$fatal = null;
-	if ( $error && ( $error['type'] & ( E_ERROR | E_PARSE | E_CORE_ERROR | E_COMPILE_ERROR | E_USER_ERROR | E_RECOVERABLE_ERROR ) ) ) {
+	if ( $error && ( $error['type'] & ( \E_ERROR | \E_PARSE | \E_CORE_ERROR | \E_COMPILE_ERROR | \E_USER_ERROR | \E_RECOVERABLE_ERROR ) ) ) {
 		$fatal = array(
 			'level'   => Issues::level( $error['type'] ),
 			'message' => cut( $error['message'], 2000 ),
-			'file'    => $error['file'],
+			'file'    => cut( $error['file'], 500 ),
 			'line'    => $error['line'],
-			'memory'  => str_starts_with( $error['message'], 'Allowed memory size of' ),
+			'memory'  => \str_starts_with( $error['message'], 'Allowed memory size of' ) || \str_starts_with( $error['message'], 'Out of memory' ),
 		);
 	}
 	return line(
@@ -160,79 +196,146 @@ function ended( string $phase ): string {
 	);
 }
 
+/** Runs compiled test code; a throwable is reported, never raised. @return array{ok: bool, ms: int, error?: string, empty?: bool} */
+function test_code_result( int $start, ?\Throwable $error, bool $empty ): array {
+	if ( $empty ) {
+		return array( 'ok' => true, 'ms' => 0, 'empty' => true );
+	}
+	return null === $error ? array( 'ok' => true, 'ms' => ms_since( $start ) ) : array( 'ok' => false, 'ms' => ms_since( $start ), 'error' => describe_throwable( $error ) );
+}
+
 function main(): void {
-	$input = (string) stream_get_contents( STDIN );
-	fclose( STDIN );
-	$cut   = strpos( $input, "\n" );
-	$nonce = substr( $input, 0, (int) $cut );
-	$job   = json_decode( substr( $input, (int) $cut + 1 ), true, 512, JSON_BIGINT_AS_STRING );
+	$input = (string) \stream_get_contents( \STDIN );
+	\fclose( \STDIN );
+	$cut   = \strpos( $input, "\n" );
+	$nonce = \substr( $input, 0, (int) $cut );
+	$job   = \json_decode( \substr( $input, (int) $cut + 1 ), true, 512, \JSON_BIGINT_AS_STRING );
 	$input = null;
-	$out   = fopen( 'php://fd/3', 'wb' );
-	if ( false === $cut || strlen( $nonce ) < 32 || ! is_array( $job ) || ! $out ) {
-		fwrite( STDERR, "runner: started without a nonce, job or event channel\n" );
+	$out   = \fopen( 'php://fd/3', 'wb' );
+	if ( false === $cut || \strlen( $nonce ) < 32 || ! \is_array( $job ) || ! $out ) {
+		\fwrite( \STDERR, "runner: started without a nonce, job or event channel\n" );
 		exit( 70 );
 	}
 	$phase = 'boot';
 	$done  = false;
-	register_shutdown_function(
+	\register_shutdown_function(
 		static function () use ( $out, $nonce, &$phase, &$done ): void {
 			if ( ! $done ) {
-				fwrite( $out, TAG . ' ' . $nonce . ' ' . ended( $phase ) );
+				\fwrite( $out, TAG . ' ' . $nonce . ' ' . ended( $phase ) );
 			}
 		}
 	);
 	Issues::install();
-	fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'hello', array( 'pid' => getmypid() ) ) );
+	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'hello', array( 'pid' => \getmypid() ) ) );
 
-	$start = hrtime( true );
+	$start = \hrtime( true );
 	boot();
 	$booted = array(
 		'ms'                => ms_since( $start ),
 		'sandbox'           => lock_down( $job['open_basedir'], $job['guard'] ),
 		'wordpress_version' => $GLOBALS['wp_version'] ?? '',
-		'sqlite_version'    => defined( 'SQLITE_DRIVER_VERSION' ) ? SQLITE_DRIVER_VERSION : '',
+		'sqlite_version'    => \defined( 'SQLITE_DRIVER_VERSION' ) ? \constant( 'SQLITE_DRIVER_VERSION' ) : '',
 		'sqlite_dropin'     => ( $GLOBALS['wpdb'] ?? null ) instanceof \WP_SQLite_DB,
-		'installed'         => is_blog_installed(),
+		'installed'         => \is_blog_installed(),
 		'issues'            => Issues::drain(),
 	);
-	fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'booted', $booted ) );
+	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'booted', $booted ) );
 	if ( true !== $booted['sandbox'] ) {
 		$done = true; // nothing runs outside the sandbox; the supervisor reports why
 		exit( 70 );
 	}
 
+	// Test-authored PHP, compiled while only trusted code has run.
+	$compiled = array();
+	$problems = array();
+	foreach ( array( 'setup', 'teardown' ) as $key ) {
+		if ( '' !== \trim( $job[ $key ] ) ) {
+			$compiled[ $key ] = compile( $job[ $key ] );
+			if ( \is_string( $compiled[ $key ] ) ) {
+				$problems[] = "$key: {$compiled[ $key ]}";
+			}
+		}
+	}
+	foreach ( $job['assertions'] as $index => $assertion ) {
+		foreach ( CODE_FIELDS as $field ) {
+			if ( \array_key_exists( $field, $assertion ) ) {
+				$compiled[ $index ] = compile( (string) $assertion[ $field ] );
+				if ( \is_string( $compiled[ $index ] ) ) {
+					$problems[] = "assertion $index $field: {$compiled[ $index ]}";
+				}
+				$job['assertions'][ $index ][ $field ] = true; // the input says "from code"; the source stays here
+			}
+		}
+	}
+	$declared = verifier_names();
+
 	$phase = 'setup';
-	$setup = run_test_code( $job['setup'] );
-	fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'setup', $setup + array( 'issues' => Issues::drain() ) ) );
+	$t     = \hrtime( true );
+	$error = null;
+	if ( $problems ) {
+		$setup = array( 'ok' => false, 'ms' => 0, 'error' => 'test code does not compile: ' . \implode( '; ', $problems ) );
+	} else {
+		try {
+			isset( $compiled['setup'] ) && $compiled['setup']();
+		} catch ( \Throwable $e ) {
+			$error = $e;
+		}
+		$setup = test_code_result( $t, $error, ! isset( $compiled['setup'] ) );
+	}
+	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'setup', $setup + array( 'issues' => Issues::drain() ) ) );
 
 	if ( $setup['ok'] ) {
 		$phase     = 'candidate';
 		$candidate = run_candidate( $job['candidate'] );
-		fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'candidate', $candidate + array( 'issues' => Issues::drain() ) ) );
+		\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'candidate', $candidate + array( 'trespass' => trespass( $declared ), 'issues' => Issues::drain() ) ) );
 
 		if ( null !== $job['test_function'] ) {
 			$phase  = 'assertion:-1';
-			$result = run_assertion( array( 'type' => 'function_exists', 'function' => $job['test_function'] ) );
-			fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'assertion', array( 'index' => -1 ) + $result + array( 'issues' => Issues::drain() ) ) );
+			$result = observe( array( 'type' => 'function_exists', 'function' => $job['test_function'] ) );
+			\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'assertion', array( 'index' => -1 ) + $result + array( 'issues' => Issues::drain() ) ) );
 		}
-		foreach ( $job['assertions'] as $index => $assertion ) {
-			$phase  = 'assertion:' . $index;
-			$t      = hrtime( true );
-			$result = run_assertion( $assertion );
+		foreach ( $job['assertions'] as $index => $in ) {
+			$phase = 'assertion:' . $index;
+			$t     = \hrtime( true );
+			if ( isset( $compiled[ $index ] ) ) {
+				// Called here, without arguments, so no frame below holds the test's code or the job.
+				$level = \ob_get_level();
+				\ob_start();
+				try {
+					$in['returned'] = $compiled[ $index ]();
+				} catch ( \Throwable $e ) {
+					$in['threw'] = 'threw ' . describe_throwable( $e );
+				} finally {
+					$in['echoed'] = collect_output( $level );
+				}
+				if ( ! \str_starts_with( $in['type'], 'output_' ) ) {
+					echo $in['echoed']; // only output assertions capture what test code echoes
+					unset( $in['echoed'] );
+				}
+			}
+			$result = isset( $in['threw'] ) ? array( 'failed' => cut( $in['threw'], 2000 ) ) : observe( $in );
+			$in     = null;
 			$result = array( 'index' => $index ) + $result + array( 'ms' => ms_since( $t ), 'issues' => Issues::drain() );
-			fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'assertion', $result ) );
+			\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'assertion', $result ) );
 		}
 	}
 
-	$phase    = 'teardown';
-	$teardown = run_test_code( $job['teardown'] );
-	fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'teardown', $teardown + array( 'issues' => Issues::drain() ) ) );
+	$phase = 'teardown';
+	$t     = \hrtime( true );
+	$error = null;
+	try {
+		isset( $compiled['teardown'] ) && ! \is_string( $compiled['teardown'] ) && $compiled['teardown']();
+	} catch ( \Throwable $e ) {
+		$error = $e;
+	}
+	$teardown = test_code_result( $t, $error, ! isset( $compiled['teardown'] ) );
+	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'teardown', $teardown + array( 'issues' => Issues::drain() ) ) );
 
 	$phase = 'finish';
-	while ( ob_get_level() > 0 && @ob_end_flush() ) { // phpcs:ignore WordPress.PHP.NoSilencedErrors
+	while ( \ob_get_level() > 0 && @\ob_end_flush() ) { // phpcs:ignore WordPress.PHP.NoSilencedErrors
 		// Hand buffered candidate output to stdout before saying "done".
 	}
-	fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'done', array( 'issues_total' => Issues::total() ) ) );
+	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'done', array( 'issues_total' => Issues::total(), 'trespass' => trespass( $declared ), 'memory_limit' => \ini_get( 'memory_limit' ) ) ) );
 	$done = true;
 }
 

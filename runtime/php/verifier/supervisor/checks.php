@@ -16,14 +16,14 @@ const PLUGIN_MAX_TOTAL_BYTES = 1048576;
 
 /** The snippet as a PHP file: `<?php ` is prepended when the code has no opening tag. */
 function snippet_source( string $code ): string {
-	$code = preg_replace( '/^\xEF\xBB\xBF/', '', $code ); // a BOM would be output before <?php
-	return preg_match( '/^\s*<\?(?:php\b|=)/i', $code ) ? $code : '<?php ' . $code;
+	$code = \preg_replace( '/^\xEF\xBB\xBF/', '', $code ); // a BOM would be output before <?php
+	return \preg_match( '/^\s*<\?(?:php\b|=)/i', $code ) ? $code : '<?php ' . $code;
 }
 
 /** The parser's message for a PHP source, or null when it parses. */
 function syntax_error( string $source ): ?string {
 	try {
-		token_get_all( $source, TOKEN_PARSE );
+		\token_get_all( $source, \TOKEN_PARSE );
 		return null;
 	} catch ( \ParseError $e ) {
 		return 'PHP Parse error: ' . $e->getMessage() . ' on line ' . $e->getLine();
@@ -43,10 +43,10 @@ function static_checks( array $task ): array {
 		$error   = syntax_error( snippet_source( $task['code'] ) );
 	} else {
 		$files = $task['files'];
-		ksort( $files, SORT_STRING );
-		$subject = implode( "\n", $files );
+		\ksort( $files, \SORT_STRING );
+		$subject = \implode( "\n", $files );
 		foreach ( $files as $path => $content ) {
-			if ( str_ends_with( strtolower( (string) $path ), '.php' ) ) {
+			if ( \str_ends_with( \strtolower( (string) $path ), '.php' ) ) {
 				$file_error = syntax_error( $content );
 				if ( null !== $file_error ) {
 					$error = "$path: $file_error";
@@ -84,24 +84,24 @@ function plugin_check( array $files ): array {
 	if ( ! $files ) {
 		return $bad( 'no files' );
 	}
-	if ( count( $files ) > PLUGIN_MAX_FILES ) {
-		return $bad( count( $files ) . ' files (at most ' . PLUGIN_MAX_FILES . ')' );
+	if ( \count( $files ) > PLUGIN_MAX_FILES ) {
+		return $bad( \count( $files ) . ' files (at most ' . PLUGIN_MAX_FILES . ')' );
 	}
 	$total = 0;
 	$mains = array();
 	foreach ( $files as $path => $content ) {
 		$path  = (string) $path;
-		$shown = json_encode( $path, JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE );
+		$shown = \json_encode( $path, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE );
 		$why   = path_problem( $path );
 		if ( null !== $why ) {
 			return $bad( "path $shown: $why" );
 		}
-		$size = strlen( $content );
+		$size = \strlen( $content );
 		if ( $size > PLUGIN_MAX_FILE_BYTES ) {
 			return $bad( "$shown is $size bytes (at most " . PLUGIN_MAX_FILE_BYTES . ' per file)' );
 		}
 		$total += $size;
-		if ( ! str_contains( $path, '/' ) && str_ends_with( strtolower( $path ), '.php' ) && has_plugin_header( $content ) ) {
+		if ( ! \str_contains( $path, '/' ) && \str_ends_with( \strtolower( $path ), '.php' ) && has_plugin_header( $content ) ) {
 			$mains[] = $path;
 		}
 	}
@@ -111,11 +111,11 @@ function plugin_check( array $files ): array {
 	if ( ! $mains ) {
 		return $bad( 'no top-level PHP file with a "Plugin Name:" header' );
 	}
-	if ( count( $mains ) > 1 ) {
-		sort( $mains );
-		return $bad( count( $mains ) . ' top-level PHP files have a "Plugin Name:" header (' . implode( ', ', $mains ) . '); exactly one may' );
+	if ( \count( $mains ) > 1 ) {
+		\sort( $mains );
+		return $bad( \count( $mains ) . ' top-level PHP files have a "Plugin Name:" header (' . \implode( ', ', $mains ) . '); exactly one may' );
 	}
-	$slug = trim( (string) preg_replace( '/[^a-z0-9_-]+/', '-', strtolower( substr( $mains[0], 0, -4 ) ) ), '-' );
+	$slug = \trim( (string) \preg_replace( '/[^a-z0-9_-]+/', '-', \strtolower( \substr( $mains[0], 0, -4 ) ) ), '-' );
 	return array( 'ok' => true, 'reason' => '', 'main' => $mains[0], 'slug' => '' === $slug ? 'candidate-plugin' : $slug );
 }
 
@@ -124,26 +124,26 @@ function path_problem( string $path ): ?string {
 	if ( '' === $path ) {
 		return 'empty path';
 	}
-	if ( str_contains( $path, "\0" ) ) {
+	if ( \str_contains( $path, "\0" ) ) {
 		return 'contains a NUL byte';
 	}
-	if ( str_starts_with( $path, '/' ) || str_starts_with( $path, '\\' ) || preg_match( '/^[A-Za-z]:/', $path ) ) {
+	if ( \str_starts_with( $path, '/' ) || \str_starts_with( $path, '\\' ) || \preg_match( '/^[A-Za-z]:/', $path ) ) {
 		return 'absolute paths are not allowed';
 	}
-	if ( str_contains( $path, '\\' ) ) {
+	if ( \str_contains( $path, '\\' ) ) {
 		return 'use / as the separator (backslashes are not allowed)';
 	}
-	if ( strlen( $path ) > 1024 || ! preg_match( '//u', $path ) ) {
+	if ( \strlen( $path ) > 1024 || ! \preg_match( '//u', $path ) ) {
 		return 'not a reasonable file name';
 	}
-	foreach ( explode( '/', $path ) as $segment ) {
+	foreach ( \explode( '/', $path ) as $segment ) {
 		if ( '..' === $segment ) {
 			return 'path traversal (..) is not allowed';
 		}
 		if ( '' === $segment || '.' === $segment ) {
 			return 'empty or "." path segment';
 		}
-		if ( strlen( $segment ) > 255 ) {
+		if ( \strlen( $segment ) > 255 ) {
 			return 'a path segment is longer than 255 bytes';
 		}
 	}
@@ -152,7 +152,7 @@ function path_problem( string $path ): ?string {
 
 /** The `Plugin Name:` header test WordPress's get_file_data() applies (first 8 KiB). */
 function has_plugin_header( string $content ): bool {
-	$head = str_replace( "\r", "\n", substr( $content, 0, 8192 ) );
-	return (bool) preg_match( '/^(?:[ \t]*<\?php)?[ \t\/*#@]*Plugin Name:(.*)$/mi', $head, $m )
-		&& '' !== trim( (string) preg_replace( '/\s*(?:\*\/|\?>).*/', '', $m[1] ) );
+	$head = \str_replace( "\r", "\n", \substr( $content, 0, 8192 ) );
+	return (bool) \preg_match( '/^(?:[ \t]*<\?php)?[ \t\/*#@]*Plugin Name:(.*)$/mi', $head, $m )
+		&& '' !== \trim( (string) \preg_replace( '/\s*(?:\*\/|\?>).*/', '', $m[1] ) );
 }

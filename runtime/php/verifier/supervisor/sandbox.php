@@ -14,7 +14,6 @@ const BASELINE_DIR = '/opt/wpbench/baseline';
 const OPCACHE_DIR  = '/opt/wpbench/opcache';
 const RUNNER       = '/opt/wpbench/verifier/runner/runner.php';
 const OUTPUT_CAP   = 1048576;
-const EVENT_TAG    = 'WPB1';
 // After "done" (or "ended") the runner gets this long to exit before it is killed.
 const EXIT_GRACE_SECONDS = 2.0;
 // WordPress must boot within this; the task's timeout_seconds starts when it has (so a slow
@@ -26,7 +25,16 @@ const DISABLED_FUNCTIONS = array(
 	'proc_terminate', 'proc_nice', 'posix_kill', 'posix_setsid', 'posix_setpgid', 'posix_setuid',
 	'posix_setgid', 'posix_seteuid', 'posix_setegid', 'posix_setrlimit', 'posix_mkfifo', 'posix_mknod',
 	'dl', 'putenv', 'mail', 'mb_send_mail', 'get_resources', 'cli_set_process_title', 'symlink', 'link',
+	// libcurl takes file names in options PHP does not check against open_basedir (CURLOPT_HSTS,
+	// CURLOPT_ALTSVC, CURLOPT_CAINFO, ...). The grader has no network, so no handle can be made at
+	// all; WordPress then uses its streams transport (which fails fast, like curl would).
+	'curl_init', 'curl_multi_init', 'curl_share_init', 'curl_share_init_persistent', 'curl_copy_handle',
+	'curl_setopt', 'curl_setopt_array', 'curl_exec', 'curl_multi_exec', 'curl_multi_setopt', 'curl_share_setopt',
 );
+// The runner's data segment (RLIMIT_DATA, set by the native guard) beyond memory_limit: PHP's own
+// allocations outside its memory manager (opcache'd scripts, libraries). Candidate code can raise
+// memory_limit from PHP, but not this, and it stays below the container's memory limit.
+const DATA_HEADROOM_BYTES = 160 * 1048576;
 // Where the runner's PHP code may touch files once WordPress has booted (set by the runner itself,
 // see runner.php). /run/wpbench/opcache is deliberately outside: candidate code cannot replace the
 // compiled scripts WordPress loads later.
@@ -45,7 +53,7 @@ final class SandboxError extends \RuntimeException {}
  * @return array{file: string, plugin: bool}
  */
 function lay_out( array $task, ?array $plugin, string $opcache_mode, string $opcache_id ): array {
-	if ( ! is_dir( RUN_DIR ) || ! is_writable( RUN_DIR ) ) {
+	if ( ! \is_dir( RUN_DIR ) || ! \is_writable( RUN_DIR ) ) {
 		throw new SandboxError( RUN_DIR . ' is not a writable directory: run the grader with a tmpfs there (--tmpfs ' . RUN_DIR . ':size=256m,uid=65532)' );
 	}
 	$content = RUN_DIR . '/wp-content';
@@ -56,13 +64,13 @@ function lay_out( array $task, ?array $plugin, string $opcache_mode, string $opc
 	if ( 'link' === $opcache_mode ) {
 		// PHP 8.4 refuses a read-only file-cache directory, so the cache directory is on the
 		// tmpfs and its one system-id subdirectory links to the cache built into the image.
-		mkdir( RUN_DIR . '/opcache', 0700 );
-		symlink( OPCACHE_DIR . '/' . $opcache_id, RUN_DIR . '/opcache/' . $opcache_id ) || throw new SandboxError( 'cannot link the opcache file cache' );
+		\mkdir( RUN_DIR . '/opcache', 0700 );
+		\symlink( OPCACHE_DIR . '/' . $opcache_id, RUN_DIR . '/opcache/' . $opcache_id ) || throw new SandboxError( 'cannot link the opcache file cache' );
 	} elseif ( 'copy' === $opcache_mode ) {
 		copy_tree( OPCACHE_DIR, RUN_DIR . '/opcache' );
 	}
 	if ( null === $plugin ) {
-		mkdir( RUN_DIR . '/candidate', 0700 );
+		\mkdir( RUN_DIR . '/candidate', 0700 );
 		$file = RUN_DIR . '/candidate/snippet.php';
 		write_file( $file, snippet_source( $task['code'] ) );
 		return array( 'file' => $file, 'plugin' => false );
@@ -70,7 +78,7 @@ function lay_out( array $task, ?array $plugin, string $opcache_mode, string $opc
 	$dir = "$content/plugins/{$plugin['slug']}";
 	foreach ( $task['files'] as $path => $body ) {
 		$target = "$dir/$path";
-		if ( ! is_dir( dirname( $target ) ) && ! mkdir( dirname( $target ), 0755, true ) ) {
+		if ( ! \is_dir( \dirname( $target ) ) && ! \mkdir( \dirname( $target ), 0755, true ) ) {
 			throw new SandboxError( "cannot create the directory of plugin file $path" );
 		}
 		write_file( $target, $body );
@@ -79,47 +87,47 @@ function lay_out( array $task, ?array $plugin, string $opcache_mode, string $opc
 }
 
 function write_file( string $path, string $body ): void {
-	if ( false === file_put_contents( $path, $body ) ) {
+	if ( false === \file_put_contents( $path, $body ) ) {
 		throw new SandboxError( "cannot write $path" );
 	}
 }
 
 /** Copies a tree, keeping symlinks as symlinks and mtimes (the opcache keys on them). */
 function copy_tree( string $from, string $to ): void {
-	if ( ! mkdir( $to, 0755 ) && ! is_dir( $to ) ) {
+	if ( ! \mkdir( $to, 0755 ) && ! \is_dir( $to ) ) {
 		throw new SandboxError( "cannot create $to" );
 	}
-	foreach ( scandir( $from ) as $name ) {
+	foreach ( \scandir( $from ) as $name ) {
 		if ( '.' === $name || '..' === $name ) {
 			continue;
 		}
 		$src = "$from/$name";
 		$dst = "$to/$name";
-		if ( is_link( $src ) ) {
-			symlink( readlink( $src ), $dst ) || throw new SandboxError( "cannot link $dst" );
-		} elseif ( is_dir( $src ) ) {
+		if ( \is_link( $src ) ) {
+			\symlink( \readlink( $src ), $dst ) || throw new SandboxError( "cannot link $dst" );
+		} elseif ( \is_dir( $src ) ) {
 			copy_tree( $src, $dst );
 		} else {
-			copy( $src, $dst ) || throw new SandboxError( "cannot copy $src" );
-			touch( $dst, filemtime( $src ) );
+			\copy( $src, $dst ) || throw new SandboxError( "cannot copy $src" );
+			\touch( $dst, \filemtime( $src ) );
 		}
 	}
 }
 
 function remove_tree( string $path ): void {
-	if ( is_link( $path ) || is_file( $path ) ) {
-		unlink( $path );
+	if ( \is_link( $path ) || \is_file( $path ) ) {
+		\unlink( $path );
 		return;
 	}
-	if ( ! is_dir( $path ) ) {
+	if ( ! \is_dir( $path ) ) {
 		return;
 	}
-	foreach ( scandir( $path ) as $name ) {
+	foreach ( \scandir( $path ) as $name ) {
 		if ( '.' !== $name && '..' !== $name ) {
 			remove_tree( "$path/$name" );
 		}
 	}
-	rmdir( $path );
+	\rmdir( $path );
 }
 
 /**
@@ -134,21 +142,21 @@ function remove_tree( string $path ): void {
  */
 function runner_argv( string $opcache_mode ): array {
 	$flags = require '/opt/wpbench/wp/php-flags.php';
-	$argv  = array( PHP_BINARY, '-n' );
+	$argv  = array( \PHP_BINARY, '-n' );
 	if ( 'off' !== $opcache_mode ) {
 		foreach ( $flags['zend_extensions'] as $ext ) {
-			array_push( $argv, '-d', "zend_extension=$ext" );
+			\array_push( $argv, '-d', "zend_extension=$ext" );
 		}
 	}
 	foreach ( $flags['extensions'] as $ext ) {
-		array_push( $argv, '-d', "extension=$ext" );
+		\array_push( $argv, '-d', "extension=$ext" );
 	}
 	foreach ( $flags['ini'] as $key => $value ) {
-		array_push( $argv, '-d', "$key=$value" );
+		\array_push( $argv, '-d', "$key=$value" );
 	}
-	$disabled = array_merge( DISABLED_FUNCTIONS, function_exists( 'pcntl_fork' ) ? get_extension_funcs( 'pcntl' ) : array() );
+	$disabled = \array_merge( DISABLED_FUNCTIONS, \function_exists( 'pcntl_fork' ) ? \get_extension_funcs( 'pcntl' ) : array() );
 	$sandbox  = array(
-		'disable_functions' => implode( ',', array_unique( $disabled ) ),
+		'disable_functions' => \implode( ',', \array_unique( $disabled ) ),
 		'ffi.enable'        => '0',
 		'enable_dl'         => '0',
 		'allow_url_include' => '0',
@@ -156,127 +164,19 @@ function runner_argv( string $opcache_mode ): array {
 		'auto_append_file'  => '',
 	);
 	foreach ( $sandbox as $key => $value ) {
-		array_push( $argv, '-d', "$key=$value" );
+		\array_push( $argv, '-d', "$key=$value" );
 	}
 	$argv[] = RUNNER;
 	return $argv;
 }
 
-/**
- * The event protocol: hello → booted → setup → [candidate → assertion…] → teardown → done,
- * or "ended" (the runner's shutdown hook) at any point after hello.
- */
-final class Protocol {
-	/** @var list<array<string, mixed>> */
-	public array $events          = array();
-	public ?string $violation     = null;
-	public int $unauthenticated   = 0;
-	public bool $finished         = false;
-	private string $buffer        = '';
-	private string $prefix;
-	/** @var list<int> */
-	private array $pending_indexes;
-	private string $state = 'start';
-
-	public function __construct( string $nonce, bool $has_test_function, int $assertion_count ) {
-		$this->prefix          = EVENT_TAG . ' ' . $nonce . ' ';
-		$this->pending_indexes = array_merge( $has_test_function ? array( -1 ) : array(), $assertion_count > 0 ? range( 0, $assertion_count - 1 ) : array() );
-	}
-
-	public function feed( string $chunk ): void {
-		$this->buffer .= $chunk;
-		while ( false !== ( $newline = strpos( $this->buffer, "\n" ) ) ) {
-			$line         = substr( $this->buffer, 0, $newline );
-			$this->buffer = substr( $this->buffer, $newline + 1 );
-			$this->line( $line );
-		}
-		if ( strlen( $this->buffer ) > 2 * OUTPUT_CAP ) {
-			// Only the tail can still hold our event (anything before it was written by someone else).
-			$this->buffer = substr( $this->buffer, -OUTPUT_CAP );
-		}
-	}
-
-	private function line( string $line ): void {
-		// Candidate code may write to fd 3 too (php://fd/3) but cannot know the nonce; its bytes
-		// are dropped, including any unterminated prefix glued onto one of our lines.
-		$at = strpos( $line, $this->prefix );
-		if ( false === $at ) {
-			++$this->unauthenticated;
-			return;
-		}
-		$event = json_decode( substr( $line, $at + strlen( $this->prefix ) ), true );
-		if ( ! is_array( $event ) || ! is_string( $event['event'] ?? null ) ) {
-			$this->violate( 'an authenticated event is not valid JSON' );
-			return;
-		}
-		$this->accept( $event );
-	}
-
-	private function violate( string $why ): void {
-		$this->violation ??= $why;
-		$this->finished    = true;
-	}
-
-	/** @param array<string, mixed> $event */
-	private function accept( array $event ): void {
-		if ( null !== $this->violation ) {
-			return;
-		}
-		$name = $event['event'];
-		if ( 'ended' === $name && 'start' !== $this->state && 'done' !== $this->state ) {
-			$this->events[] = $event;
-			$this->state    = 'done';
-			$this->finished = true;
-			return;
-		}
-		$next = match ( $this->state ) {
-			'start' => array( 'hello' ),
-			'hello' => array( 'booted' ),
-			'booted' => array( 'setup' ),
-			'setup' => array( 'candidate' ),
-			'setup-failed' => array( 'teardown' ),
-			'candidate', 'assertion' => $this->pending_indexes ? array( 'assertion' ) : array( 'teardown' ),
-			'teardown' => array( 'done' ),
-			default => array(),
-		};
-		if ( ! in_array( $name, $next, true ) ) {
-			$this->violate( "event '$name' out of order after '{$this->state}'" );
-			return;
-		}
-		if ( 'assertion' === $name ) {
-			$expected = array_shift( $this->pending_indexes );
-			if ( ( $event['index'] ?? null ) !== $expected ) {
-				$this->violate( 'assertion result ' . json_encode( $event['index'] ?? null ) . " arrived where $expected was due" );
-				return;
-			}
-		}
-		$this->events[] = $event;
-		$this->state    = ( 'setup' === $name && empty( $event['ok'] ) ) ? 'setup-failed' : $name;
-		if ( 'done' === $name ) {
-			$this->finished = true;
-		}
-	}
-
-	/** @return array<string, mixed>|null The first event of that name. */
-	public function first( string $name ): ?array {
-		foreach ( $this->events as $event ) {
-			if ( $event['event'] === $name ) {
-				return $event;
-			}
-		}
-		return null;
-	}
-
-	/** @return array<int, array<string, mixed>> Assertion events by index. */
-	public function assertions(): array {
-		$out = array();
-		foreach ( $this->events as $event ) {
-			if ( 'assertion' === $event['event'] ) {
-				$out[ (int) $event['index'] ] = $event;
-			}
-		}
-		return $out;
-	}
+/** The runner's memory_limit in bytes (php/wp/php-flags.php). */
+function memory_limit_bytes(): int {
+	$flags = require '/opt/wpbench/wp/php-flags.php';
+	$limit = \trim( (string) ( $flags['ini']['memory_limit'] ?? '256M' ) );
+	$units = array( 'K' => 1024, 'M' => 1048576, 'G' => 1073741824 );
+	$unit  = \strtoupper( \substr( $limit, -1 ) );
+	return isset( $units[ $unit ] ) ? (int) \substr( $limit, 0, -1 ) * $units[ $unit ] : (int) $limit;
 }
 
 /** A capped capture of one output stream. */
@@ -285,10 +185,10 @@ final class Capture {
 	public bool $truncated  = false;
 
 	public function add( string $chunk ): void {
-		$room = OUTPUT_CAP - strlen( $this->data );
-		if ( strlen( $chunk ) > $room ) {
+		$room = OUTPUT_CAP - \strlen( $this->data );
+		if ( \strlen( $chunk ) > $room ) {
 			$this->truncated = true;
-			$chunk           = substr( $chunk, 0, max( 0, $room ) );
+			$chunk           = \substr( $chunk, 0, \max( 0, $room ) );
 		}
 		$this->data .= $chunk;
 	}
@@ -300,22 +200,30 @@ final class Capture {
  * @param list<string> $argv
  * @return array{protocol: Protocol, stdout: Capture, stderr: Capture, timed_out: bool, exit_code: ?int, signal: ?int, ms: int, exit_ms: ?int}
  */
-function run_runner( array $argv, array $job, float $timeout, bool $has_test_function ): array {
-	$nonce    = bin2hex( random_bytes( 32 ) );
-	$protocol = new Protocol( $nonce, $has_test_function, count( $job['assertions'] ) );
-	$stdin    = $nonce . "\n" . json_encode( $job, JSON_UNESCAPED_SLASHES | JSON_INVALID_UTF8_SUBSTITUTE | JSON_THROW_ON_ERROR );
+function run_runner( array $argv, array $job, float $timeout, bool $has_test_function, ?Protocol &$protocol = null ): array {
+	$nonce    = \bin2hex( \random_bytes( 32 ) );
+	$protocol = new Protocol( $nonce, $has_test_function, \count( $job['assertions'] ) );
+	$stdin    = $nonce . "\n" . \json_encode( $job, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE | \JSON_THROW_ON_ERROR );
 	$nonce    = null;
-	$env      = array( 'PATH' => '/usr/bin:/bin', 'HOME' => '/tmp', 'TMPDIR' => '/tmp', 'LANG' => 'C.UTF-8', 'LD_PRELOAD' => NATIVE_GUARD );
-	if ( ! is_file( NATIVE_GUARD ) ) {
+	$env      = array(
+		'PATH'               => '/usr/bin:/bin',
+		'HOME'               => '/tmp',
+		'TMPDIR'             => '/tmp',
+		'LANG'               => 'C.UTF-8',
+		'LD_PRELOAD'         => NATIVE_GUARD,
+		'WPBENCH_GUARD_ROLE' => 'runner',
+		'WPBENCH_DATA_LIMIT' => (string) ( memory_limit_bytes() + DATA_HEADROOM_BYTES ),
+	);
+	if ( ! \is_file( NATIVE_GUARD ) ) {
 		throw new SandboxError( 'the native guard ' . NATIVE_GUARD . ' is missing from the image' );
 	}
 	$spec     = array( 0 => array( 'pipe', 'r' ), 1 => array( 'pipe', 'w' ), 2 => array( 'pipe', 'w' ), 3 => array( 'pipe', 'w' ) );
-	$start    = microtime( true );
-	$proc     = proc_open( $argv, $spec, $pipes, '/opt/wordpress', $env );
-	if ( ! is_resource( $proc ) ) {
+	$start    = \microtime( true );
+	$proc     = \proc_open( $argv, $spec, $pipes, '/opt/wordpress', $env );
+	if ( ! \is_resource( $proc ) ) {
 		throw new SandboxError( 'could not start the runner process' );
 	}
-	$pid      = proc_get_status( $proc )['pid'];
+	$pid      = \proc_get_status( $proc )['pid'];
 	$captures = array( 1 => new Capture(), 2 => new Capture() );
 	$deadline  = $start + BOOT_ALLOWANCE_SECONDS;
 	$booted    = false;
@@ -324,21 +232,21 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 	$finished_at = null;
 	try {
 		foreach ( $pipes as $pipe ) {
-			stream_set_blocking( $pipe, false );
+			\stream_set_blocking( $pipe, false );
 		}
 		$open = array( 1 => $pipes[1], 2 => $pipes[2], 3 => $pipes[3] );
 		while ( true ) {
-			$now = microtime( true );
+			$now = \microtime( true );
 			if ( ! $booted && null !== $protocol->first( 'booted' ) ) {
 				$booted   = true;
 				$deadline = $now + $timeout;
 			}
 			if ( $protocol->finished ) {
 				$finished_at ??= $now;
-				$deadline      = min( $deadline, $finished_at + EXIT_GRACE_SECONDS );
+				$deadline      = \min( $deadline, $finished_at + EXIT_GRACE_SECONDS );
 			}
 			if ( ! $open || ( $protocol->finished && null === $status ) ) {
-				$status = proc_get_status( $proc );
+				$status = \proc_get_status( $proc );
 				if ( ! $status['running'] ) {
 					break;
 				}
@@ -348,36 +256,36 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 				$timed_out = ! $protocol->finished;
 				break;
 			}
-			$read  = array_values( $open );
+			$read  = \array_values( $open );
 			$write = ( null !== $stdin && isset( $pipes[0] ) ) ? array( $pipes[0] ) : array();
-			$wait  = $open ? min( $deadline - $now, 0.5 ) : min( $deadline - $now, 0.005 );
+			$wait  = $open ? \min( $deadline - $now, 0.5 ) : \min( $deadline - $now, 0.005 );
 			if ( ! $read && ! $write ) {
-				usleep( (int) ( $wait * 1e6 ) );
+				\usleep( (int) ( $wait * 1e6 ) );
 				continue;
 			}
 			$except = null;
-			$ready  = @stream_select( $read, $write, $except, (int) $wait, (int) ( ( $wait - (int) $wait ) * 1e6 ) ); // phpcs:ignore
+			$ready  = @\stream_select( $read, $write, $except, (int) $wait, (int) ( ( $wait - (int) $wait ) * 1e6 ) ); // phpcs:ignore
 			if ( false === $ready ) {
 				continue; // EINTR: a signal; the handler decides.
 			}
 			if ( $write ) {
-				$written = @fwrite( $pipes[0], $stdin ); // phpcs:ignore
-				if ( false === $written || 0 === $written && feof( $pipes[0] ) ) {
+				$written = @\fwrite( $pipes[0], $stdin ); // phpcs:ignore
+				if ( false === $written || 0 === $written && \feof( $pipes[0] ) ) {
 					$stdin = null;
 				} else {
-					$stdin = substr( $stdin, $written );
+					$stdin = \substr( $stdin, $written );
 				}
 				if ( null === $stdin || '' === $stdin ) {
-					fclose( $pipes[0] );
+					\fclose( $pipes[0] );
 					unset( $pipes[0] );
 					$stdin = null;
 				}
 			}
 			foreach ( $read as $stream ) {
-				$fd    = array_search( $stream, $open, true );
-				$chunk = fread( $stream, 65536 );
-				if ( false === $chunk || ( '' === $chunk && feof( $stream ) ) ) {
-					fclose( $stream );
+				$fd    = \array_search( $stream, $open, true );
+				$chunk = \fread( $stream, 65536 );
+				if ( false === $chunk || ( '' === $chunk && \feof( $stream ) ) ) {
+					\fclose( $stream );
 					unset( $open[ $fd ], $pipes[ $fd ] );
 					continue;
 				}
@@ -394,11 +302,11 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 			drain( $pipes, $captures, $protocol );
 		}
 		foreach ( $pipes as $pipe ) {
-			if ( is_resource( $pipe ) ) {
-				fclose( $pipe );
+			if ( \is_resource( $pipe ) ) {
+				\fclose( $pipe );
 			}
 		}
-		proc_close( $proc );
+		\proc_close( $proc );
 		reap_everything();
 	}
 	return array(
@@ -408,18 +316,18 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 		'timed_out' => $timed_out,
 		'exit_code' => $status['signaled'] ? null : $status['exitcode'],
 		'signal'    => $status['signaled'] ? $status['termsig'] : null,
-		'ms'        => (int) round( ( microtime( true ) - $start ) * 1000 ),
-		'exit_ms'   => null === $finished_at ? null : (int) round( ( microtime( true ) - $finished_at ) * 1000 ),
+		'ms'        => (int) \round( ( \microtime( true ) - $start ) * 1000 ),
+		'exit_ms'   => null === $finished_at ? null : (int) \round( ( \microtime( true ) - $finished_at ) * 1000 ),
 	);
 }
 
 /** Reads what is left in the pipes of a runner that is gone. */
 function drain( array $pipes, array $captures, Protocol $protocol ): void {
 	foreach ( array( 1, 2, 3 ) as $fd ) {
-		if ( ! isset( $pipes[ $fd ] ) || ! is_resource( $pipes[ $fd ] ) ) {
+		if ( ! isset( $pipes[ $fd ] ) || ! \is_resource( $pipes[ $fd ] ) ) {
 			continue;
 		}
-		while ( is_string( $chunk = fread( $pipes[ $fd ], 65536 ) ) && '' !== $chunk ) {
+		while ( \is_string( $chunk = \fread( $pipes[ $fd ], 65536 ) ) && '' !== $chunk ) {
 			if ( 3 === $fd ) {
 				$protocol->feed( $chunk );
 			} else {
@@ -434,29 +342,29 @@ function drain( array $pipes, array $captures, Protocol $protocol ): void {
  * so nothing candidate code might have left behind survives the verdict.
  */
 function kill_runner( $proc, int $pid ): array {
-	posix_kill( $pid, SIGKILL );
-	if ( 1 === getmypid() ) {
-		posix_kill( -1, SIGKILL );
+	\posix_kill( $pid, \SIGKILL );
+	if ( 1 === \getmypid() ) {
+		\posix_kill( -1, \SIGKILL );
 	}
 	// Wait until it is really gone (proc_get_status reaps it and keeps its status), so the
 	// pipes reach EOF and the verdict can say how it ended.
 	for ( $i = 0; $i < 400; $i++ ) {
-		$status = proc_get_status( $proc );
+		$status = \proc_get_status( $proc );
 		if ( ! $status['running'] ) {
 			return $status;
 		}
-		usleep( 2500 );
+		\usleep( 2500 );
 	}
 	return $status;
 }
 
 /** As PID 1: kill and reap whatever else is left (orphans are re-parented to us). */
 function reap_everything(): void {
-	if ( 1 !== getmypid() ) {
+	if ( 1 !== \getmypid() ) {
 		return;
 	}
-	posix_kill( -1, SIGKILL );
-	while ( pcntl_waitpid( -1, $status, WNOHANG ) > 0 ) {
+	\posix_kill( -1, \SIGKILL );
+	while ( \pcntl_waitpid( -1, $status, \WNOHANG ) > 0 ) {
 		// reaped one
 	}
 }

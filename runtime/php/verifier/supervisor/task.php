@@ -77,11 +77,11 @@ const ASSERTION_PARAMS = array(
  * @throws TaskError Naming the first bad field.
  */
 function validate_task( string $raw ): array {
-	if ( '' === trim( $raw ) ) {
+	if ( '' === \trim( $raw ) ) {
 		throw new TaskError( '', 'empty input: expected one JSON task document' );
 	}
 	try {
-		$doc = json_decode( $raw, false, 512, JSON_THROW_ON_ERROR | JSON_BIGINT_AS_STRING );
+		$doc = \json_decode( $raw, false, 512, \JSON_THROW_ON_ERROR | \JSON_BIGINT_AS_STRING );
 	} catch ( \JsonException $e ) {
 		throw new TaskError( '', 'not valid JSON: ' . $e->getMessage() );
 	}
@@ -92,20 +92,20 @@ function validate_task( string $raw ): array {
 	only_keys( $fields, '', array( 'contract_version', 'test_id', 'artifact_kind', 'code', 'files', 'static_checks', 'runtime_checks', 'test_function', 'timeout_seconds' ) );
 
 	$task = array();
-	if ( array_key_exists( 'contract_version', $fields ) && '1' !== $fields['contract_version'] ) {
-		throw new TaskError( 'contract_version', 'unsupported contract version ' . json_encode( $fields['contract_version'] ) . '; this verifier reads "1"' );
+	if ( \array_key_exists( 'contract_version', $fields ) && '1' !== $fields['contract_version'] ) {
+		throw new TaskError( 'contract_version', 'unsupported contract version ' . \json_encode( $fields['contract_version'] ) . '; this verifier reads "1"' );
 	}
-	if ( ! array_key_exists( 'test_id', $fields ) ) {
+	if ( ! \array_key_exists( 'test_id', $fields ) ) {
 		throw new TaskError( 'test_id', 'field required' );
 	}
 	$task['test_id'] = str_field( $fields['test_id'], 'test_id' );
-	$len             = strlen( $task['test_id'] );
+	$len             = \strlen( $task['test_id'] );
 	if ( $len < 1 || $len > 200 ) {
 		throw new TaskError( 'test_id', 'must be 1 to 200 characters long' );
 	}
 	$kind = $fields['artifact_kind'] ?? 'php_snippet';
 	if ( 'php_snippet' !== $kind && 'wp_plugin_files' !== $kind ) {
-		throw new TaskError( 'artifact_kind', 'must be "php_snippet" or "wp_plugin_files", got ' . json_encode( $kind ) );
+		throw new TaskError( 'artifact_kind', 'must be "php_snippet" or "wp_plugin_files", got ' . \json_encode( $kind ) );
 	}
 	$task['artifact_kind'] = $kind;
 	$task['code']          = null;
@@ -119,7 +119,7 @@ function validate_task( string $raw ): array {
 		}
 		$task['files'] = array();
 		foreach ( (array) $fields['files'] as $path => $content ) {
-			$task['files'][ (string) $path ] = str_field( $content, 'files[' . json_encode( (string) $path, JSON_UNESCAPED_SLASHES ) . ']' );
+			$task['files'][ (string) $path ] = str_field( $content, 'files[' . \json_encode( (string) $path, \JSON_UNESCAPED_SLASHES ) . ']' );
 		}
 	}
 	if ( 'php_snippet' === $kind && null === $task['code'] ) {
@@ -141,7 +141,7 @@ function validate_task( string $raw ): array {
 	$runtime = object_field( $fields['runtime_checks'] ?? new \stdClass(), 'runtime_checks' );
 	only_keys( $runtime, 'runtime_checks', array( 'setup', 'assertions', 'teardown' ) );
 	foreach ( array( 'setup', 'teardown' ) as $key ) {
-		$task[ $key ] = array_key_exists( $key, $runtime ) ? str_field( $runtime[ $key ], "runtime_checks.$key" ) : '';
+		$task[ $key ] = \array_key_exists( $key, $runtime ) ? str_field( $runtime[ $key ], "runtime_checks.$key" ) : '';
 		check_php( $task[ $key ], "runtime_checks.$key" );
 	}
 	$task['assertions'] = array();
@@ -153,14 +153,14 @@ function validate_task( string $raw ): array {
 	$task['test_function_name'] = null;
 	if ( null !== ( $fields['test_function'] ?? null ) ) {
 		$task['test_function'] = str_field( $fields['test_function'], 'test_function' );
-		if ( ! preg_match( '/^\s*(?:function\s+)?&?\s*(\\\\?[A-Za-z_\x80-\xff][A-Za-z0-9_\x80-\xff]*(?:\\\\[A-Za-z_\x80-\xff][A-Za-z0-9_\x80-\xff]*)*)\s*(?:\(|:|$)/', $task['test_function'], $m ) ) {
-			throw new TaskError( 'test_function', 'no function name found in ' . json_encode( $task['test_function'] ) );
+		if ( ! \preg_match( '/^\s*(?:function\s+)?&?\s*(\\\\?[A-Za-z_\x80-\xff][A-Za-z0-9_\x80-\xff]*(?:\\\\[A-Za-z_\x80-\xff][A-Za-z0-9_\x80-\xff]*)*)\s*(?:\(|:|$)/', $task['test_function'], $m ) ) {
+			throw new TaskError( 'test_function', 'no function name found in ' . \json_encode( $task['test_function'] ) );
 		}
-		$task['test_function_name'] = ltrim( $m[1], '\\' );
+		$task['test_function_name'] = \ltrim( $m[1], '\\' );
 	}
 
 	$timeout = $fields['timeout_seconds'] ?? 90.0;
-	if ( ! is_int( $timeout ) && ! is_float( $timeout ) ) {
+	if ( ! \is_int( $timeout ) && ! \is_float( $timeout ) ) {
 		throw new TaskError( 'timeout_seconds', 'must be a number, got ' . json_type( $timeout ) );
 	}
 	if ( $timeout <= 0 || $timeout > 3600 ) {
@@ -173,25 +173,25 @@ function validate_task( string $raw ): array {
 function json_type( mixed $value ): string {
 	return match ( true ) {
 		null === $value => 'null',
-		is_bool( $value ) => 'a boolean',
-		is_int( $value ), is_float( $value ) => 'a number',
-		is_string( $value ) => 'a string',
-		is_array( $value ) => 'an array',
+		\is_bool( $value ) => 'a boolean',
+		\is_int( $value ), \is_float( $value ) => 'a number',
+		\is_string( $value ) => 'a string',
+		\is_array( $value ) => 'an array',
 		default => 'an object',
 	};
 }
 
 /** @param array<string, mixed> $fields */
 function only_keys( array $fields, string $path, array $allowed ): void {
-	foreach ( array_keys( $fields ) as $key ) {
-		if ( ! in_array( (string) $key, $allowed, true ) ) {
-			throw new TaskError( ( '' === $path ? '' : "$path." ) . $key, 'extra field not permitted (known: ' . implode( ', ', $allowed ) . ')' );
+	foreach ( \array_keys( $fields ) as $key ) {
+		if ( ! \in_array( (string) $key, $allowed, true ) ) {
+			throw new TaskError( ( '' === $path ? '' : "$path." ) . $key, 'extra field not permitted (known: ' . \implode( ', ', $allowed ) . ')' );
 		}
 	}
 }
 
 function str_field( mixed $value, string $path ): string {
-	if ( ! is_string( $value ) ) {
+	if ( ! \is_string( $value ) ) {
 		throw new TaskError( $path, 'must be a string, got ' . json_type( $value ) );
 	}
 	return $value;
@@ -207,7 +207,7 @@ function object_field( mixed $value, string $path ): array {
 
 /** @return list<mixed> */
 function list_field( mixed $value, string $path ): array {
-	if ( ! is_array( $value ) ) {
+	if ( ! \is_array( $value ) ) {
 		throw new TaskError( $path, 'must be an array, got ' . json_type( $value ) );
 	}
 	return $value;
@@ -215,7 +215,7 @@ function list_field( mixed $value, string $path ): array {
 
 function weight_field( array $fields, string $path ): float {
 	$weight = $fields['weight'] ?? 1.0;
-	if ( ( ! is_int( $weight ) && ! is_float( $weight ) ) || $weight < 0 ) {
+	if ( ( ! \is_int( $weight ) && ! \is_float( $weight ) ) || $weight < 0 ) {
 		throw new TaskError( "$path.weight", 'must be a number >= 0' );
 	}
 	return (float) $weight;
@@ -225,7 +225,7 @@ function weight_field( array $fields, string $path ): float {
 function static_pattern( mixed $item, string $path ): array {
 	$fields = object_field( $item, $path );
 	only_keys( $fields, $path, array( 'pattern', 'description', 'weight', 'severity' ) );
-	if ( ! array_key_exists( 'pattern', $fields ) ) {
+	if ( ! \array_key_exists( 'pattern', $fields ) ) {
 		throw new TaskError( "$path.pattern", 'field required' );
 	}
 	$severity = $fields['severity'] ?? 'error';
@@ -242,12 +242,12 @@ function static_pattern( mixed $item, string $path ): array {
 
 /** Checks the syntax of test-authored PHP (a body without `<?php`). */
 function check_php( string $code, string $path ): void {
-	if ( '' === trim( $code ) ) {
+	if ( '' === \trim( $code ) ) {
 		return;
 	}
-	$source = preg_match( '/^\s*<\?php\b/i', $code ) ? $code : "<?php $code";
+	$source = \preg_match( '/^\s*<\?php\b/i', $code ) ? $code : "<?php $code";
 	try {
-		token_get_all( $source, TOKEN_PARSE );
+		\token_get_all( $source, \TOKEN_PARSE );
 	} catch ( \ParseError $e ) {
 		throw new TaskError( $path, 'PHP syntax error: ' . $e->getMessage() . ' on line ' . $e->getLine() );
 	}
@@ -258,7 +258,7 @@ function to_array( mixed $value ): mixed {
 	if ( $value instanceof \stdClass ) {
 		$value = (array) $value;
 	}
-	if ( is_array( $value ) ) {
+	if ( \is_array( $value ) ) {
 		foreach ( $value as $key => $item ) {
 			$value[ $key ] = to_array( $item );
 		}
@@ -269,12 +269,12 @@ function to_array( mixed $value ): mixed {
 /** @return array<string, mixed> */
 function assertion( mixed $item, string $path ): array {
 	$fields = object_field( $item, $path );
-	if ( ! array_key_exists( 'type', $fields ) ) {
+	if ( ! \array_key_exists( 'type', $fields ) ) {
 		throw new TaskError( "$path.type", 'field required' );
 	}
 	$type = str_field( $fields['type'], "$path.type" );
-	if ( ! in_array( $type, ASSERTION_TYPES, true ) ) {
-		throw new TaskError( "$path.type", "unknown assertion type '$type' (known: " . implode( ', ', ASSERTION_TYPES ) . ')' );
+	if ( ! \in_array( $type, ASSERTION_TYPES, true ) ) {
+		throw new TaskError( "$path.type", "unknown assertion type '$type' (known: " . \implode( ', ', ASSERTION_TYPES ) . ')' );
 	}
 	$params = ASSERTION_PARAMS[ $type ];
 	$out    = array(
@@ -286,16 +286,16 @@ function assertion( mixed $item, string $path ): array {
 	foreach ( $fields as $name => $value ) {
 		$name = (string) $name;
 		if ( ! isset( $params[ $name ] ) ) {
-			throw new TaskError( "$path.$name", "not a parameter of $type (known: " . implode( ', ', array_keys( $params ) ) . ')' );
+			throw new TaskError( "$path.$name", "not a parameter of $type (known: " . \implode( ', ', \array_keys( $params ) ) . ')' );
 		}
-		$kind = rtrim( $params[ $name ], '!' );
+		$kind = \rtrim( $params[ $name ], '!' );
 		if ( null === $value && 'any' !== $kind ) {
 			continue; // an explicit null is an absent parameter (null stays a value for expected, data, body)
 		}
 		$out[ $name ] = parameter( $kind, $value, "$path.$name" );
 	}
 	foreach ( $params as $name => $kind ) {
-		if ( str_ends_with( $kind, '!' ) && ! array_key_exists( $name, $out ) ) {
+		if ( \str_ends_with( $kind, '!' ) && ! \array_key_exists( $name, $out ) ) {
 			throw new TaskError( "$path.$name", "required for $type" );
 		}
 	}
@@ -309,7 +309,7 @@ function parameter( string $kind, mixed $value, string $path ): mixed {
 			return str_field( $value, $path );
 		case 'route':
 			$route = str_field( $value, $path );
-			if ( ! str_starts_with( $route, '/' ) ) {
+			if ( ! \str_starts_with( $route, '/' ) ) {
 				throw new TaskError( $path, 'a REST route starts with / (e.g. /wp/v2/posts)' );
 			}
 			return $route;
@@ -323,22 +323,22 @@ function parameter( string $kind, mixed $value, string $path ): mixed {
 			}
 			return $value;
 		case 'text':
-			if ( ! is_string( $value ) && ! is_int( $value ) && ! is_float( $value ) ) {
+			if ( ! \is_string( $value ) && ! \is_int( $value ) && ! \is_float( $value ) ) {
 				throw new TaskError( $path, 'must be a string, got ' . json_type( $value ) );
 			}
 			return (string) $value;
 		case 'int':
-			if ( ! is_int( $value ) ) {
+			if ( ! \is_int( $value ) ) {
 				throw new TaskError( $path, 'must be an integer, got ' . json_type( $value ) );
 			}
 			return $value;
 		case 'bool':
-			if ( ! is_bool( $value ) ) {
+			if ( ! \is_bool( $value ) ) {
 				throw new TaskError( $path, 'must be true or false, got ' . json_type( $value ) );
 			}
 			return $value;
 		case 'args':
-			if ( ! is_array( $value ) && ! $value instanceof \stdClass ) {
+			if ( ! \is_array( $value ) && ! $value instanceof \stdClass ) {
 				throw new TaskError( $path, 'must be an array of arguments (or an object of named arguments), got ' . json_type( $value ) );
 			}
 			return to_array( $value );
@@ -349,37 +349,37 @@ function parameter( string $kind, mixed $value, string $path ): mixed {
 			return to_array( $value );
 		case 'headers':
 			foreach ( object_field( $value, $path ) as $name => $header ) {
-				if ( ! is_string( $header ) && ! is_int( $header ) && ! is_float( $header ) ) {
+				if ( ! \is_string( $header ) && ! \is_int( $header ) && ! \is_float( $header ) ) {
 					throw new TaskError( "$path.$name", 'a header value must be a string' );
 				}
 			}
 			return to_array( $value );
 		case 'callback':
-			if ( is_string( $value ) ) {
+			if ( \is_string( $value ) ) {
 				return $value;
 			}
-			if ( is_array( $value ) && 2 === count( $value ) && is_string( $value[0] ?? null ) && is_string( $value[1] ?? null ) ) {
+			if ( \is_array( $value ) && 2 === \count( $value ) && \is_string( $value[0] ?? null ) && \is_string( $value[1] ?? null ) ) {
 				return $value;
 			}
 			throw new TaskError( $path, 'must be a callable name: "function", "Class::method" or ["Class", "method"]' );
 		case 'user':
-			if ( ! is_int( $value ) && ! is_string( $value ) ) {
+			if ( ! \is_int( $value ) && ! \is_string( $value ) ) {
 				throw new TaskError( $path, 'must be a user login (string) or id (integer)' );
 			}
 			return $value;
 		case 'method':
-			$method = strtoupper( str_field( $value, $path ) );
-			if ( ! in_array( $method, array( 'GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS' ), true ) ) {
+			$method = \strtoupper( str_field( $value, $path ) );
+			if ( ! \in_array( $method, array( 'GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS' ), true ) ) {
 				throw new TaskError( $path, "unknown HTTP method '$value'" );
 			}
 			return $method;
 		case 'mode':
-			if ( ! in_array( $value, array( 'var', 'col', 'row', 'results' ), true ) ) {
+			if ( ! \in_array( $value, array( 'var', 'col', 'row', 'results' ), true ) ) {
 				throw new TaskError( $path, 'must be one of var, col, row, results' );
 			}
 			return $value;
 		case 'compare':
-			if ( ! in_array( $value, array( 'identical', 'equals', 'contains', 'matches' ), true ) ) {
+			if ( ! \in_array( $value, array( 'identical', 'equals', 'contains', 'matches' ), true ) ) {
 				throw new TaskError( $path, 'must be one of identical, equals, contains, matches' );
 			}
 			return $value;
@@ -390,26 +390,26 @@ function parameter( string $kind, mixed $value, string $path ): mixed {
 
 /** Rules that span parameters. */
 function assertion_rules( string $type, array $a, string $path ): void {
-	if ( str_starts_with( $type, 'output_' ) ) {
-		$sources = array_values( array_intersect( array( 'code', 'shortcode_content', 'function' ), array_keys( $a ) ) );
-		if ( 1 !== count( $sources ) ) {
-			throw new TaskError( $path, "$type needs exactly one source: code, shortcode_content or function (got " . ( $sources ? implode( ', ', $sources ) : 'none' ) . ')' );
+	if ( \str_starts_with( $type, 'output_' ) ) {
+		$sources = \array_values( \array_intersect( array( 'code', 'shortcode_content', 'function' ), \array_keys( $a ) ) );
+		if ( 1 !== \count( $sources ) ) {
+			throw new TaskError( $path, "$type needs exactly one source: code, shortcode_content or function (got " . ( $sources ? \implode( ', ', $sources ) : 'none' ) . ')' );
 		}
-		if ( array_key_exists( 'args', $a ) && 'function' !== $sources[0] ) {
+		if ( \array_key_exists( 'args', $a ) && 'function' !== $sources[0] ) {
 			throw new TaskError( "$path.args", 'only used with function' );
 		}
 	}
-	if ( 'returns_value' === $type && array_key_exists( 'args', $a ) && array_key_exists( 'args_code', $a ) ) {
+	if ( 'returns_value' === $type && \array_key_exists( 'args', $a ) && \array_key_exists( 'args_code', $a ) ) {
 		throw new TaskError( $path, 'give args or args_code, not both' );
 	}
-	if ( 'option_value' === $type && empty( $a['absent'] ) && ! array_key_exists( 'expected', $a ) ) {
+	if ( 'option_value' === $type && empty( $a['absent'] ) && ! \array_key_exists( 'expected', $a ) ) {
 		throw new TaskError( "$path.expected", 'required for option_value unless absent is true' );
 	}
-	if ( 'post_meta_value' === $type && array_key_exists( 'post_id', $a ) === array_key_exists( 'post_id_code', $a ) ) {
+	if ( 'post_meta_value' === $type && \array_key_exists( 'post_id', $a ) === \array_key_exists( 'post_id_code', $a ) ) {
 		throw new TaskError( $path, 'post_meta_value needs exactly one of post_id, post_id_code' );
 	}
 	if ( 'matches' === ( $a['compare'] ?? null ) ) {
-		if ( ! is_string( $a['expected'] ?? null ) ) {
+		if ( ! \is_string( $a['expected'] ?? null ) ) {
 			throw new TaskError( "$path.expected", 'compare=matches needs a string pattern' );
 		}
 		$error = pattern_error( $a['expected'] );

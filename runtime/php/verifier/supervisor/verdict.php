@@ -3,8 +3,11 @@
  * From what happened to the one verdict (wpbench_runtime.contract.Verdict, scoring v2.0).
  *
  * Statuses, most serious first:
- *   harness_error  the test or the verifier is at fault (bad task, setup failed, WordPress did
- *                  not boot, protocol broken); exit 2 (test) or 3 (verifier)
+ *   harness_error  the task or the environment was found broken before any candidate code ran
+ *                  (bad task, setup failed, WordPress did not boot); exit 2. Never after: from
+ *                  then on every anomaly (a protocol violation, an oversized or missing event) is
+ *                  the candidate's failure
+ *   harness_error  also with exit 4: the grader was stopped by a signal from outside the container
  *   timeout        the runner was killed at timeout_seconds
  *   error          the candidate crashed it: exit()/die(), fatal error, memory exhaustion,
  *                  uncaught exception, killed by a signal
@@ -44,8 +47,8 @@ final class Outcome {
 
 /** Where the runner was when it stopped, from the events it got to send. */
 function phase_label( string $phase, array $task ): string {
-	if ( str_starts_with( $phase, 'assertion:' ) ) {
-		$index = (int) substr( $phase, 10 );
+	if ( \str_starts_with( $phase, 'assertion:' ) ) {
+		$index = (int) \substr( $phase, 10 );
 		return -1 === $index ? 'the test_function check' : "assertion $index ({$task['assertions'][$index]['type']})";
 	}
 	return match ( $phase ) {
@@ -77,7 +80,7 @@ function phase_after( Protocol $protocol, array $task ): string {
 		case 'candidate':
 		case 'assertion':
 			$next = 'candidate' === $name ? ( null !== $task['test_function_name'] ? -1 : 0 ) : (int) $last['index'] + 1;
-			return $next < count( $task['assertions'] ) ? "assertion:$next" : 'teardown';
+			return $next < \count( $task['assertions'] ) ? "assertion:$next" : 'teardown';
 		case 'teardown':
 			return 'finish';
 		default:
@@ -89,17 +92,20 @@ function phase_after( Protocol $protocol, array $task ): string {
 function crash_reason( array $run, string $where ): array {
 	$ended = $run['protocol']->first( 'ended' );
 	$fatal = $ended['fatal'] ?? null;
-	if ( is_array( $fatal ) ) {
+	if ( \is_array( $fatal ) ) {
 		if ( ! empty( $fatal['memory'] ) ) {
 			return array( 'memory', "memory exhausted (memory_limit {$ended['memory_limit']}) in $where: {$fatal['message']}" );
 		}
-		if ( str_starts_with( (string) $fatal['message'], 'Uncaught ' ) ) {
+		if ( \str_starts_with( (string) $fatal['message'], 'Uncaught ' ) ) {
 			return array( 'exception', "uncaught exception in $where: " . first_line( $fatal['message'] ) );
 		}
 		return array( 'fatal', "PHP {$fatal['level']} in $where: " . first_line( $fatal['message'] ) . " ({$fatal['file']}:{$fatal['line']})" );
 	}
 	if ( null !== $ended ) {
 		return array( 'exit', "exit() or die() was called in $where (exit code " . ( $run['exit_code'] ?? '?' ) . ')' );
+	}
+	if ( \str_contains( $run['stderr']->data, "\nOut of memory" ) || \str_contains( $run['stderr']->data, 'mmap() failed: [12]' ) ) {
+		return array( 'memory', "memory exhausted (the runner's data limit, which memory_limit cannot raise) in $where" );
 	}
 	if ( null !== $run['signal'] ) {
 		$hint = 9 === $run['signal'] ? ' (SIGKILL: the container memory limit?)' : '';
@@ -109,7 +115,7 @@ function crash_reason( array $run, string $where ): array {
 }
 
 function first_line( string $text ): string {
-	return strtok( $text, "\n" ) ?: $text;
+	return \strtok( $text, "\n" ) ?: $text;
 }
 
 /** Decides status, reason, phases and assertion results. */
@@ -139,10 +145,10 @@ function decide( Outcome $o ): void {
 			'message'     => 'not run',
 		);
 	}
-	$forbidden = array_values(
-		array_filter( $static['forbidden'], static fn( array $p ): bool => $p['matched'] && 'error' === $p['severity'] )
+	$forbidden = \array_values(
+		\array_filter( $static['forbidden'], static fn( array $p ): bool => $p['matched'] && 'error' === $p['severity'] )
 	);
-	$forbidden_reason = $forbidden ? 'forbidden pattern matched: ' . implode( ', ', array_map( static fn( array $p ): string => '' !== $p['description'] ? $p['description'] : $p['pattern'], $forbidden ) ) : null;
+	$forbidden_reason = $forbidden ? 'forbidden pattern matched: ' . \implode( ', ', \array_map( static fn( array $p ): string => '' !== $p['description'] ? $p['description'] : $p['pattern'], $forbidden ) ) : null;
 
 	if ( ! $static['syntax_ok'] ) {
 		$o->set( 'failed', 'parse error: ' . $static['syntax_error'] );
@@ -165,8 +171,8 @@ function decide( Outcome $o ): void {
 		}
 	}
 	$ended = $protocol->first( 'ended' );
-	if ( is_array( $ended['fatal'] ?? null ) ) {
-		$o->issues[] = array_intersect_key( $ended['fatal'], array_flip( array( 'level', 'message', 'file', 'line' ) ) );
+	if ( \is_array( $ended['fatal'] ?? null ) ) {
+		$o->issues[] = \array_intersect_key( $ended['fatal'], \array_flip( array( 'level', 'message', 'file', 'line' ) ) );
 	}
 	$stopped = phase_after( $protocol, $task );
 	$where   = phase_label( $stopped, $task );
@@ -186,38 +192,44 @@ function decide( Outcome $o ): void {
 		}
 	}
 	foreach ( $protocol->assertions() as $index => $event ) {
-		$row = array(
-			'passed'  => (bool) $event['passed'],
-			'message' => (string) $event['message'],
+		$assertion = -1 === $index ? array( 'type' => 'function_exists', 'function' => (string) $task['test_function_name'] ) : ( $task['assertions'][ $index ] ?? null );
+		if ( null === $assertion ) {
+			continue;
+		}
+		[ $passed, $message ] = judge( $assertion, $event );
+		$row                  = array(
+			'passed'  => $passed,
+			'message' => cut_text( $message, 2000 ),
 		);
 		if ( -1 === $index && null !== $test_function ) {
-			$test_function = array_merge( $test_function, $row );
+			$test_function = \array_merge( $test_function, $row );
 		} elseif ( isset( $o->assertions[ $index ] ) ) {
-			$o->assertions[ $index ] = array_merge( $o->assertions[ $index ], $row );
+			$o->assertions[ $index ] = \array_merge( $o->assertions[ $index ], $row );
 		}
 	}
 	$interrupted = $run['timed_out'] ? 'not run: timed out' : 'not run: the runner stopped early';
 	finish_assertions( $o, $test_function, $interrupted );
-	$done_count            = count( $protocol->assertions() ) - ( null !== $test_function && isset( $protocol->assertions()[-1] ) ? 1 : 0 );
-	$passed_count          = count( array_filter( $o->assertions, static fn( array $a ): bool => $a['scored'] && $a['passed'] ) );
-	$o->phases['assertions'] = null === $protocol->first( 'candidate' ) ? 'not run' : "$passed_count/" . count( $task['assertions'] ) . ' passed' . ( $done_count < count( $task['assertions'] ) ? " ($done_count run)" : '' );
+	$done_count            = \count( $protocol->assertions() ) - ( null !== $test_function && isset( $protocol->assertions()[-1] ) ? 1 : 0 );
+	$passed_count          = \count( \array_filter( $o->assertions, static fn( array $a ): bool => $a['scored'] && $a['passed'] ) );
+	$o->phases['assertions'] = null === $protocol->first( 'candidate' ) ? 'not run' : "$passed_count/" . \count( $task['assertions'] ) . ' passed' . ( $done_count < \count( $task['assertions'] ) ? " ($done_count run)" : '' );
 
-	// Verifier-side failures first: nothing the candidate does can cause these.
-	if ( null !== $protocol->violation ) {
-		$o->set( 'harness_error', "verifier error: event protocol violated ({$protocol->violation})", 3 );
+	// The task or the environment found broken before any candidate code ran: harness_error, exit 2
+	// (excluded from aggregates). Anything that goes wrong once candidate code could act is its failure.
+	if ( null !== $protocol->violation && ! $protocol->violation_after_setup ) {
+		$o->set( 'harness_error', "verifier error before candidate code ran: event protocol violated ({$protocol->violation})", 2 );
 		return;
 	}
 	if ( null === $booted ) {
 		$detail = $run['timed_out'] ? 'timed out after ' . BOOT_ALLOWANCE_SECONDS . ' s' : crash_reason( $run, 'WordPress boot' )[1];
-		$o->set( 'harness_error', "WordPress did not boot: $detail" . stderr_tail( $run ), 3 );
+		$o->set( 'harness_error', "WordPress did not boot: $detail" . stderr_tail( $run ), 2 );
 		return;
 	}
 	if ( true !== ( $booted['sandbox'] ?? null ) ) {
-		$o->set( 'harness_error', 'verifier error: the runner sandbox could not be established: ' . json_encode( $booted['sandbox'] ?? null ), 3 );
+		$o->set( 'harness_error', 'verifier error: the runner sandbox could not be established: ' . \json_encode( $booted['sandbox'] ?? null ), 2 );
 		return;
 	}
 	if ( ! $booted['sqlite_dropin'] || ! $booted['installed'] ) {
-		$o->set( 'harness_error', 'WordPress booted without the SQLite drop-in or the baseline site', 3 );
+		$o->set( 'harness_error', 'WordPress booted without the SQLite drop-in or the baseline site', 2 );
 		return;
 	}
 	$setup = $protocol->first( 'setup' );
@@ -230,16 +242,14 @@ function decide( Outcome $o ): void {
 		$o->set( 'harness_error', 'setup failed: ' . $setup['error'], 2 );
 		return;
 	}
-	foreach ( $protocol->assertions() as $index => $event ) {
-		if ( ! empty( $event['harness'] ) ) {
-			$o->set( 'harness_error', "assertion $index is mis-authored: {$event['message']}", 2 );
-			return;
-		}
+	if ( null !== $protocol->violation ) {
+		$o->set( 'error', "the runner broke the event protocol once candidate code could act: {$protocol->violation}" );
+		return;
 	}
 
 	$also = array();
 	if ( $run['timed_out'] ) {
-		$o->set( 'timeout', 'timed out after ' . rtrim( rtrim( sprintf( '%.3f', $task['timeout_seconds'] ), '0' ), '.' ) . " s in $where" );
+		$o->set( 'timeout', 'timed out after ' . \rtrim( \rtrim( \sprintf( '%.3f', $task['timeout_seconds'] ), '0' ), '.' ) . " s in $where" );
 		return;
 	}
 	$candidate = $protocol->first( 'candidate' );
@@ -265,19 +275,24 @@ function decide( Outcome $o ): void {
 		$status    = 'passed' === $status ? 'failed' : $status;
 		$reasons[] = "test_function {$task['test_function_name']}() is not defined";
 	}
-	$failed = array_values( array_filter( $o->assertions, static fn( array $a ): bool => $a['scored'] && ! $a['passed'] ) );
+	$failed = \array_values( \array_filter( $o->assertions, static fn( array $a ): bool => $a['scored'] && ! $a['passed'] ) );
 	if ( $failed ) {
 		$status    = 'passed' === $status ? 'failed' : $status;
 		$first     = $failed[0];
 		$label     = '' !== $first['description'] ? $first['description'] : $first['type'];
-		$reasons[] = count( $failed ) . ' of ' . count( $task['assertions'] ) . " assertions failed; first: #{$first['index']} $label: {$first['message']}";
+		$reasons[] = \count( $failed ) . ' of ' . \count( $task['assertions'] ) . " assertions failed; first: #{$first['index']} $label: {$first['message']}";
 	}
 	if ( null !== $forbidden_reason ) {
 		$status    = 'passed' === $status ? 'failed' : $status;
 		$reasons[] = $forbidden_reason;
 	}
-	$reasons = array_merge( $reasons, $also );
-	$o->set( $status, $reasons ? implode( '; ', $reasons ) : 'all ' . count( $task['assertions'] ) . ' assertions passed' );
+	$trespass = \array_values( \array_unique( \array_merge( $candidate['trespass'] ?? array(), $protocol->first( 'done' )['trespass'] ?? array() ) ) );
+	if ( $trespass ) {
+		$status    = 'passed' === $status ? 'failed' : $status;
+		$reasons[] = 'candidate code declared names in a verifier namespace (not allowed): ' . \implode( ', ', \array_map( 'strval', \array_slice( $trespass, 0, 5 ) ) );
+	}
+	$reasons = \array_merge( $reasons, $also );
+	$o->set( $status, $reasons ? \implode( '; ', $reasons ) : 'all ' . \count( $task['assertions'] ) . ' assertions passed' );
 }
 
 /** Puts the test_function row first and closes the list. */
@@ -287,18 +302,18 @@ function finish_assertions( Outcome $o, ?array $test_function, string $not_run )
 			$o->assertions[ $i ]['message'] = $not_run;
 		}
 	}
-	$rows = array_values( $o->assertions );
+	$rows = \array_values( $o->assertions );
 	if ( null !== $test_function ) {
 		if ( 'not run' === $test_function['message'] ) {
 			$test_function['message'] = $not_run;
 		}
-		array_unshift( $rows, $test_function );
+		\array_unshift( $rows, $test_function );
 	}
 	$o->assertions = $rows;
 }
 
 function stderr_tail( array $run ): string {
-	$tail = trim( substr( $run['stderr']->data, -600 ) );
+	$tail = \trim( \substr( $run['stderr']->data, -600 ) );
 	return '' === $tail ? '' : "; stderr: $tail";
 }
 
@@ -306,16 +321,16 @@ function stderr_tail( array $run ): string {
 function scores( Outcome $o ): array {
 	$static   = $o->static;
 	$required = $static ? $static['required'] : array();
-	$total    = array_sum( array_column( $required, 'weight' ) );
-	$matched  = array_sum( array_column( array_filter( $required, static fn( array $p ): bool => $p['matched'] ), 'weight' ) );
-	$policy   = $static && ! array_filter( $static['forbidden'], static fn( array $p ): bool => $p['matched'] && 'error' === $p['severity'] );
+	$total    = \array_sum( \array_column( $required, 'weight' ) );
+	$matched  = \array_sum( \array_column( \array_filter( $required, static fn( array $p ): bool => $p['matched'] ), 'weight' ) );
+	$policy   = $static && ! \array_filter( $static['forbidden'], static fn( array $p ): bool => $p['matched'] && 'error' === $p['severity'] );
 
 	$runtime = 0.0;
 	if ( 'harness_error' !== $o->status && 'timeout' !== $o->status ) {
-		$scored = array_filter( $o->assertions, static fn( array $a ): bool => $a['scored'] );
-		$weight = array_sum( array_column( $scored, 'weight' ) );
+		$scored = \array_filter( $o->assertions, static fn( array $a ): bool => $a['scored'] );
+		$weight = \array_sum( \array_column( $scored, 'weight' ) );
 		if ( $weight > 0 ) {
-			$runtime = array_sum( array_column( array_filter( $scored, static fn( array $a ): bool => $a['passed'] ), 'weight' ) ) / $weight;
+			$runtime = \array_sum( \array_column( \array_filter( $scored, static fn( array $a ): bool => $a['passed'] ), 'weight' ) ) / $weight;
 		} else {
 			$ran     = null !== $o->run && null !== $o->run['protocol']->first( 'done' ) && ( $o->run['protocol']->first( 'candidate' )['ok'] ?? false );
 			$runtime = $ran ? 1.0 : 0.0;
@@ -323,8 +338,8 @@ function scores( Outcome $o ): array {
 	}
 	return array(
 		'execution_pass'     => 'passed' === $o->status,
-		'runtime'            => round( $runtime, 6 ),
-		'static'             => $total > 0 ? round( $matched / $total, 6 ) : 1.0,
+		'runtime'            => \round( $runtime, 6 ),
+		'static'             => $total > 0 ? \round( $matched / $total, 6 ) : 1.0,
 		'static_policy_pass' => (bool) $policy,
 	);
 }
@@ -332,7 +347,7 @@ function scores( Outcome $o ): array {
 /** The verdict document. */
 function verdict( Outcome $o, array $info, float $started ): array {
 	$run    = $o->run;
-	$issues = array_slice( $o->issues, 0, MAX_ISSUES );
+	$issues = \array_slice( $o->issues, 0, MAX_ISSUES );
 	return array(
 		'contract_version' => '1',
 		'scoring_version'  => '2.0',
@@ -348,7 +363,7 @@ function verdict( Outcome $o, array $info, float $started ): array {
 		) : null,
 		'assertions'       => $o->assertions,
 		'phases'           => (object) $o->phases,
-		'php_issues'       => array_map(
+		'php_issues'       => \array_map(
 			static fn( array $i ): array => array(
 				'level'   => (string) ( $i['level'] ?? '' ),
 				'message' => (string) ( $i['message'] ?? '' ),
@@ -361,10 +376,10 @@ function verdict( Outcome $o, array $info, float $started ): array {
 		'stderr'           => $run ? $run['stderr']->data : '',
 		'stdout_truncated' => $run ? $run['stdout']->truncated : false,
 		'stderr_truncated' => $run ? $run['stderr']->truncated : false,
-		'duration_ms'      => (int) round( ( microtime( true ) - $started ) * 1000 ),
+		'duration_ms'      => (int) \round( ( \microtime( true ) - $started ) * 1000 ),
 		'runtime'          => array(
 			'wordpress_version'          => (string) ( $info['wordpress_version'] ?? '' ),
-			'php_version'                => PHP_VERSION,
+			'php_version'                => \PHP_VERSION,
 			'database'                   => 'sqlite',
 			'sqlite_integration_version' => (string) ( $info['sqlite_integration_version'] ?? '' ),
 		),

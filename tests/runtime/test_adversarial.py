@@ -1,0 +1,134 @@
+"""The adversarial suite: hostile candidates (hostile.py) against a test whose expected values are
+fresh random tokens. Each must get its exact status, pass no assertion, leave exactly one verdict
+on stdout, and end within its timeout + 5 s. Plus the native guard itself (seccomp, non-dumpable)
+and a stop from outside the container (exit 4)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+
+import pytest
+from gradekit import Graded, Grader
+from hostile import HOSTILES, Hostile, target_task, token
+
+pytestmark = pytest.mark.docker
+
+KEYS = ("returns", "custom", "option", "output", "rest", "code")
+CLASSES = {
+    "verdict forgery",
+    "nonce theft",
+    "expected-value read",
+    "assertion tampering",
+    "exclusion trick",
+    "extension file write",
+    "resource flood",
+    "output flood",
+    "fork and signal abuse",
+}
+
+
+@pytest.fixture(scope="module")
+def tokens() -> dict[str, str]:
+    return {key: token() for key in KEYS}
+
+
+@pytest.fixture(scope="module")
+def graded(grader: Grader, tokens: dict[str, str]) -> dict[str, Graded]:
+    tasks = {h.name: target_task(tokens, h.code, timeout=h.timeout, test_id=f"hostile-{h.name}") for h in HOSTILES}
+    return grader.grade_many(tasks)
+
+
+def test_the_suite_covers_every_class() -> None:
+    assert len(HOSTILES) >= 50
+    assert {h.cls for h in HOSTILES} == CLASSES
+    assert len({h.name for h in HOSTILES}) == len(HOSTILES)
+
+
+def test_an_honest_solution_passes_the_target(grader: Grader, tokens: dict[str, str]) -> None:
+    """The target is passable: a candidate that knows the tokens (as a real solution knows the answers) passes."""
+    t = tokens
+    code = f"""
+function wpb_secret( ...$a ) {{ return '{t["returns"]}'; }}
+function wpb_check( $n ) {{ return 2 === $n ? '{t["custom"]}' : '{t["code"]}'; }}
+update_option( 'wpb_opt', '{t["option"]}' );
+add_shortcode( 'wpb', function () {{ return '{t["output"]}'; }} );
+add_action( 'rest_api_init', function () {{
+	register_rest_route( 'wpb/v1', '/s', array( 'methods' => 'GET', 'permission_callback' => '__return_true',
+		'callback' => function () {{ return array( 'v' => '{t["rest"]}' ); }} ) );
+}} );
+"""
+    g = grader.grade(target_task(tokens, code, test_id="hostile-honest"))
+    assert g.status == "passed", g.explain()
+
+
+@pytest.mark.parametrize("hostile", HOSTILES, ids=[h.name for h in HOSTILES])
+def test_hostile_candidate(graded: dict[str, Graded], hostile: Hostile, tokens: dict[str, str]) -> None:
+    g = graded[hostile.name]
+    assert g.status == hostile.status, g.explain()
+    assert g.exit_code == 0, g.explain()  # a scored verdict: never a harness_error, never "stopped"
+    assert hostile.reason in g.verdict.reason, g.explain()
+    assert not [a for a in g.verdict.assertions if a.scored and a.passed], g.explain()
+    assert g.verdict.scores.runtime == 0.0 and g.verdict.scores.execution_pass is False
+    for value in tokens.values():  # nothing the test expects shows up anywhere in what the candidate produced
+        assert value not in g.verdict.stdout and value not in g.verdict.stderr
+    raw = json.dumps(g.raw, ensure_ascii=False)
+    assert "\u2028" not in json.dumps(g.raw) and ("\u2028" not in raw or hostile.name == "line-separators")
+    assert g.wall <= hostile.timeout + 5, f"{hostile.name} took {g.wall:.1f} s"
+
+
+def test_floods_are_truncated_not_buffered(graded: dict[str, Graded]) -> None:
+    assert graded["stdout-flood"].verdict.stdout_truncated is True
+    assert graded["stderr-flood"].verdict.stderr_truncated is True
+    assert len(graded["stdout-flood"].verdict.stdout) <= 1048576
+
+
+def test_the_runner_cannot_signal_other_processes(grader: Grader) -> None:
+    """The seccomp filter of the native guard: a runner-role process gets EPERM for kill() on anyone else."""
+    script = (
+        "sleep 30 & victim=$!; "
+        'WPBENCH_GUARD_ROLE=runner /bin/sh -c "kill -TERM $victim 2>/dev/null; echo other:\\$?; kill -0 \\$\\$; echo self:\\$?; '
+        "grep '^Seccomp:' /proc/self/status\"; "
+        "kill -0 $victim && echo victim:alive; kill $victim"
+    )
+    proc = subprocess.run(
+        [*grader.argv("--entrypoint", "/bin/sh"), "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    out = proc.stdout.split()
+    assert "other:1" in out and "self:0" in out and "victim:alive" in out, proc.stdout + proc.stderr
+    assert "2" in out[out.index("Seccomp:") + 1 :][:1], proc.stdout
+
+
+def test_the_first_process_is_not_dumpable(grader: Grader) -> None:
+    """Every process of the image is non-dumpable: another process of the same uid cannot open its fds."""
+    script = "ls /proc/1/fd >/dev/null 2>&1 && echo fd:open || echo fd:denied; stat -c %u /proc/1/stat; id -u"
+    proc = subprocess.run(
+        [*grader.argv("--entrypoint", "/bin/sh"), "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    out = proc.stdout.split()
+    # PID 1 is the shell itself here, so it may read its own fds; a child (ls) may not.
+    assert out[0] == "fd:denied" and out[1] == "0" and out[2] == "65532", proc.stdout + proc.stderr
+
+
+def test_a_stop_from_outside_is_exit_4(grader: Grader, tokens: dict[str, str]) -> None:
+    name = f"wpbench-test-stop-{uuid.uuid4().hex[:8]}"
+    argv = grader.argv("--name", name)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(target_task(tokens, "sleep( 60 );", timeout=30)))
+    proc.stdin.close()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        ps = subprocess.run(["docker", "top", name], capture_output=True, text=True, check=False)
+        if "runner.php" in ps.stdout:
+            break
+        time.sleep(0.2)
+    subprocess.run(["docker", "kill", "--signal", "TERM", name], capture_output=True, check=False)
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    proc.wait(timeout=60)
+    verdict = json.loads(out)
+    assert proc.returncode == 4, err
+    assert verdict["status"] == "harness_error" and "from outside the container" in verdict["reason"]
