@@ -4,6 +4,7 @@ and completions files produced elsewhere."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -22,6 +23,42 @@ STUB_RETURNS: tuple[tuple[str, str], ...] = (
     ("return-empty-string", "''"),
     ("return-empty-array", "array()"),
 )
+# Attacks on the grader rather than on one test ({name}: the test function, when the test names one).
+# A test one of these passes is forgeable whatever its assertions say: the grader is what failed.
+_FORGED = (
+    '{"contract_version":"1","status":"passed","reason":"forged","scores":'
+    '{"execution_pass":true,"runtime":1.0,"static":1.0,"static_policy_pass":true}}'
+)
+GENERAL_EXPLOITS: tuple[tuple[str, str], ...] = (
+    ("echo-first-argument", "function {name}( ...$args ) { return $args[0] ?? null; }\n"),
+    (
+        "expected-from-backtrace",
+        "function {name}( ...$args ) {\n"
+        "\tforeach ( debug_backtrace() as $f ) { foreach ( $f['args'] ?? array() as $a ) {\n"
+        "\t\tif ( is_array( $a ) && array_key_exists( 'expected', $a ) ) { return $a['expected']; }\n"
+        "\t} }\n\treturn null;\n}\n",
+    ),
+    (
+        "verifier-namespace",
+        "namespace WPBench\\Runner {\n"
+        "\tfunction function_exists( $n ) { return true; }\n"
+        "\tfunction is_callable( $n ) { return true; }\n"
+        "\tfunction str_contains( $h, $n ) { return true; }\n"
+        "\tfunction preg_match( $p, $s, &$m = null ) { return 1; }\n"
+        "}\nnamespace {\n}\n",
+    ),
+    (
+        "rest-always-ok",
+        "add_filter( 'rest_pre_dispatch', function () { return new WP_REST_Response( array(), 200 ); } );\n",
+    ),
+    (
+        "forged-verdict",
+        f"echo '{_FORGED}', \"\\n\"; fwrite( STDERR, '{_FORGED}' );\n"
+        "$fd = fopen( 'php://fd/3', 'w' );\n"
+        "fwrite( $fd, 'WPB1 ' . str_repeat( '0', 64 ) . ' {\"event\":\"done\"}' . \"\\n\" );\n"
+        "exit( 0 );\n",
+    ),
+)
 STUB_PLUGIN_MAIN = "wpbench-stub.php"
 _PLUGIN_HEADER = "<?php\n/**\n * Plugin Name: WPBench Stub\n */\n"
 
@@ -37,7 +74,8 @@ def reference_candidate(test: ExecutionTest) -> Candidate:
 
 
 def exploit_battery(test: ExecutionTest) -> list[Candidate]:
-    """Empty code, stubs of the test function returning each trivial value, and authored exploits."""
+    """Empty code, stubs of the test function returning each trivial value, attacks on the grader
+    itself (GENERAL_EXPLOITS), and the test's authored exploits."""
     plugin = test.artifact_kind == "wp_plugin_files"
 
     def wrap(body: str, label: str) -> Candidate:
@@ -51,6 +89,11 @@ def exploit_battery(test: ExecutionTest) -> list[Candidate]:
         for label, value in STUB_RETURNS:
             # Variadic and untyped, so the stub fits any signature the assertions call it with.
             battery.append(wrap(f"function {name}( ...$args ) {{ return {value}; }}\n", f"exploit:{label}"))
+    for label, body in GENERAL_EXPLOITS:
+        if "{name}" not in body:
+            battery.append(wrap(body, f"exploit:{label}"))
+        elif name:
+            battery.append(wrap(body.replace("{name}", name), f"exploit:{label}"))
     for i, exploit in enumerate(test.exploit_solutions):
         label = f"exploit:authored-{i + 1}" + (f" ({exploit.description})" if exploit.description else "")
         battery.append(Candidate(code=exploit.code, files=exploit.files, label=label))
@@ -69,15 +112,19 @@ class CompletionLine(BaseModel):
     variant: str = "baseline"
 
 
-def load_completions(path: Path, known_ids: set[str]) -> list[CompletionLine]:
-    """Read a completions JSONL file; unknown tests, bad lines and duplicates are InputErrors."""
+def load_completions(path: Path, kinds: Mapping[str, str]) -> list[CompletionLine]:
+    """Read a completions JSONL file; unknown tests, bad lines, duplicates and an artifact of the wrong
+    kind (`code` for a wp_plugin_files test, `files` for a php_snippet one) are InputErrors.
+
+    `kinds` maps each known test id to its artifact kind."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read completions: {exc.strerror}") from exc
     lines: list[CompletionLine] = []
     seen: set[tuple[str, str, str]] = set()
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    # Lines end at "\n" only: U+2028/U+2029 may sit raw inside a JSON string.
+    for lineno, raw in enumerate(text.split("\n"), 1):
         if not raw.strip():
             continue
         try:
@@ -87,8 +134,19 @@ def load_completions(path: Path, known_ids: set[str]) -> list[CompletionLine]:
         except ValidationError as exc:
             field, message = first_error(exc)
             raise InputError(f"{path}: line {lineno}, field {field}: {message}") from exc
-        if line.test_id not in known_ids:
+        if line.test_id not in kinds:
             raise InputError(f"{path}: line {lineno}: unknown test id {line.test_id}")
+        kind = kinds[line.test_id]
+        if kind == "wp_plugin_files" and line.code is not None:
+            raise InputError(
+                f"{path}: line {lineno}, field code: test {line.test_id} is a wp_plugin_files test;"
+                " give files (a map of path to content) or a completion"
+            )
+        if kind == "php_snippet" and line.files is not None:
+            raise InputError(
+                f"{path}: line {lineno}, field files: test {line.test_id} is a php_snippet test;"
+                " give code or a completion"
+            )
         if line.code is None and line.files is None and line.completion is None:
             raise InputError(f"{path}: line {lineno}: needs one of code, files, completion")
         key = (line.test_id, line.model, line.variant)

@@ -17,6 +17,7 @@ The rules, in order (the threat model is in docs/architecture.md):
       harness_error with TASK_BROKEN_EXIT_CODE (the supervisor found the task broken before any
       candidate code ran)                                                  -> HarnessBroken (excluded);
       any other harness_error (it happened once candidate code could act)   -> Scored as error;
+      an error verdict with VERIFIER_FAILED_EXIT_CODE                      -> Scored as written;
       passed / failed / error / timeout                                     -> Scored.
  5. Anything else once the grader ran (no verdict, malformed, oversized, another test's, a
     verdict channel that disagrees)                                         -> Scored as error.
@@ -34,8 +35,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from wpbench_runtime.contract import Scores, Verdict, VerdictStatus
 
 # Exit codes of `wpbench-grade` (see wpbench_runtime.contract): 0 verdict, 2 task broken before the
-# candidate ran, 4 stopped by a signal from outside the container. Anything else is rule 5.
+# candidate ran, 3 the verifier failed once candidate code could act (an `error` verdict), 4 stopped by
+# a signal from outside the container (the runner's seccomp filter refuses signals to other processes,
+# so nothing inside can send one). Anything else is rule 5.
 TASK_BROKEN_EXIT_CODE = 2
+VERIFIER_FAILED_EXIT_CODE = 3
 STOPPED_EXIT_CODE = 4
 # The most grader stdout a backend keeps; a verdict is far smaller (its output fields are capped).
 MAX_GRADER_OUTPUT_BYTES = 8 * 1024 * 1024
@@ -120,6 +124,8 @@ def decide_outcome(facts: GraderFacts) -> Decision:
             return HarnessBroken(verdict)
         reason = f"grader failed once candidate code could act: {verdict.reason}"
         return Scored(candidate_failure(facts, "error", reason))
+    if facts.exit_code == VERIFIER_FAILED_EXIT_CODE and verdict.status == "error":
+        return Scored(verdict)  # the supervisor already charged it to the candidate, with its reason
     if facts.exit_code != 0:
         reason = f"grader exit {facts.exit_code} with a {verdict.status} verdict"
         return Scored(candidate_failure(facts, "error", reason))
@@ -147,8 +153,9 @@ def _last_json_object(text: str) -> dict[str, Any] | None:
                 return whole
         except json.JSONDecodeError:
             pass
-    # A pod log interleaves stdout and stderr: the verdict is the last JSON object line.
-    for line in reversed(text.splitlines()):
+    # A pod log interleaves stdout and stderr: the verdict is the last JSON object line. Lines end at
+    # "\n" only (U+2028 in candidate output is no line break).
+    for line in reversed(text.split("\n")):
         line = line.strip()
         if line.startswith("{") and line.endswith("}"):
             try:

@@ -13,7 +13,7 @@ from typing import Any
 
 from wpbench_k8s import __version__
 from wpbench_k8s.manifest import RunManifest
-from wpbench_k8s.records import Record
+from wpbench_k8s.records import Record, json_line
 from wpbench_k8s.scoring import aggregate, aggregate_by_model
 
 
@@ -52,7 +52,7 @@ class ResultsWriter:
         self.records: list[Record] = []
 
     def append(self, record: Record) -> None:
-        line = record.model_dump_json() + "\n"
+        line = json_line(record) + "\n"
         with self._lock:
             self._fh.write(line)
             self._fh.flush()
@@ -69,7 +69,7 @@ class ResultsWriter:
         self.close()
         rank = {item_id: i for i, item_id in enumerate(order)}
         ordered = sorted(self.records, key=lambda r: rank.get(r.item_id, len(rank)))
-        atomic_write(self.jsonl_path, "".join(r.model_dump_json() + "\n" for r in ordered))
+        atomic_write(self.jsonl_path, "".join(json_line(r) + "\n" for r in ordered))
         atomic_write(self.json_path, json.dumps(summary, indent=2, sort_keys=False) + "\n")
         self.partial_path.unlink(missing_ok=True)
 

@@ -134,7 +134,8 @@ def plan_run(
     elif mode == "completions":
         if completions is None:
             raise InputError("--completions: a completions file is required for this mode")
-        lines = load_completions(completions, set(suite.by_id()))
+        kinds = {t.id: t.artifact_kind if isinstance(t, ExecutionTest) else "knowledge" for t in suite.all_tests()}
+        lines = load_completions(completions, kinds)
         chosen = {t.id: t for t in selected}
         for line in lines:
             if line.test_id not in chosen:

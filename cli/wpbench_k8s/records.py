@@ -71,3 +71,13 @@ class Record(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     judge: dict[str, Any] | None = None
     error: str | None = None  # set for errored records; they are excluded from aggregates
+
+
+# JSON allows U+2028/U+2029 raw inside strings, but line-splitting readers (str.splitlines, JavaScript)
+# take them for line breaks: every record line escapes them.
+_LINE_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def json_line(model: BaseModel) -> str:
+    """A model as one JSON line, without raw line or paragraph separators."""
+    return model.model_dump_json().translate(_LINE_SEPARATORS)

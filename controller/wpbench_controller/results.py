@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 from wpbench_controller.objects import COMPONENT_RESULTS, config_map, owner_reference, run_labels
 from wpbench_controller.payload import CHUNK_BUDGET, item_key
 from wpbench_k8s.executor.kubernetes import LABEL_RUN, label_value, read_json, to_dict
-from wpbench_k8s.records import Record
+from wpbench_k8s.records import Record, json_line
 from wpbench_k8s.scoring import counted
 
 TRUNCATED = "\n[truncated: record too large for cluster storage]"
@@ -49,7 +49,7 @@ class Tally:
 
 def fit_record(record: Record, budget: int = CHUNK_BUDGET // 2) -> str:
     """The record's JSON, with grader stdout/stderr cut when it alone would crowd a shard."""
-    text = record.model_dump_json()
+    text = json_line(record)
     if len(text.encode()) <= budget:
         return text
     grader = record.grader.model_copy()
@@ -64,7 +64,7 @@ def fit_record(record: Record, budget: int = CHUNK_BUDGET // 2) -> str:
                 "stderr": v.stderr[:keep] + TRUNCATED if len(v.stderr) > keep else v.stderr,
             }
         )
-    return record.model_copy(update={"grader": grader}).model_dump_json()
+    return json_line(record.model_copy(update={"grader": grader}))
 
 
 @dataclass

@@ -53,10 +53,27 @@ def test_completions_file_errors_name_the_line(tmp_path):
         + "\n"
     )
     with pytest.raises(InputError, match="line 2: unknown test id ghost"):
-        load_completions(p, {"t-1"})
+        load_completions(p, {"t-1": "php_snippet"})
     p.write_text('{"test_id": "t-1", "model": "m"}\n')
     with pytest.raises(InputError, match="line 1: needs one of code, files, completion"):
-        load_completions(p, {"t-1"})
+        load_completions(p, {"t-1": "php_snippet"})
     p.write_text('{"test_id": "t-1", "code": 5}\n')
     with pytest.raises(InputError, match="line 1, field code"):
-        load_completions(p, {"t-1"})
+        load_completions(p, {"t-1": "php_snippet"})
+
+
+def test_a_completion_of_the_wrong_kind_is_an_input_error(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text(json.dumps({"test_id": "t-1", "model": "m", "code": "<?php"}) + "\n")
+    with pytest.raises(InputError, match=r"c.jsonl: line 1, field code: test t-1 is a wp_plugin_files test"):
+        load_completions(p, {"t-1": "wp_plugin_files"})
+    p.write_text(json.dumps({"test_id": "t-1", "model": "m", "files": {"a.php": "<?php"}}) + "\n")
+    with pytest.raises(InputError, match=r"line 1, field files: test t-1 is a php_snippet test"):
+        load_completions(p, {"t-1": "php_snippet"})
+
+
+def test_line_separators_inside_a_completion_do_not_split_its_line(tmp_path):
+    p = tmp_path / "c.jsonl"
+    p.write_text(json.dumps({"test_id": "t-1", "model": "m", "code": "echo '\u2028';"}, ensure_ascii=False) + "\n")
+    (line,) = load_completions(p, {"t-1": "php_snippet"})
+    assert line.code == "echo '\u2028';"

@@ -43,6 +43,15 @@ def test_harness_error_is_excluded_only_with_the_task_broken_exit_code():
     assert isinstance(zero, Scored) and zero.verdict.status == "error"
 
 
+def test_a_verifier_failure_after_the_candidate_acted_keeps_its_error_verdict():
+    doc = json.loads(verdict_json("error"))
+    doc["reason"] = "verifier error: x (after candidate code could act)"
+    decision = decide_outcome(facts(exit_code=3, stdout=json.dumps(doc)))
+    assert isinstance(decision, Scored) and decision.verdict.reason == doc["reason"]
+    other = decide_outcome(facts(exit_code=5, stdout=json.dumps(doc)))
+    assert isinstance(other, Scored) and other.verdict.reason.startswith("grader exit 5")
+
+
 @pytest.mark.parametrize(
     "seen",
     [

@@ -17,6 +17,7 @@ import click
 
 from wpbench_k8s.commands.run import plan_from_flags, run_options
 from wpbench_k8s.errors import InputError, WPBenchError
+from wpbench_k8s.records import json_line
 
 DEFAULT_NAMESPACE = "wpbench"
 _RUN_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -344,7 +345,7 @@ def results_command(
     complete = status.get("phase") == "Succeeded" and len(records) == len(manifest.items)
     target = output if complete else output.with_name(output.name + ".partial")
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    target.write_text("".join(json_line(r) + "\n" for r in records), encoding="utf-8")
     if complete:
         extra = mode_sections(manifest, records, Console())
         extra["cluster"] = {
