@@ -195,3 +195,21 @@ def test_report_command_writes_the_file_and_names_it(tmp_path: Path, capsys) -> 
     out = tmp_path / "sub" / "r.html"
     main(["report", str(path), "-o", str(out)])
     assert out.is_file() and f"report: {out}" in capsys.readouterr().out
+
+
+def test_a_missing_results_file_is_exit_2(tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "nope.json"
+    with pytest.raises(SystemExit) as exc:
+        main(["report", str(missing), "-o", str(tmp_path / "r.html")])
+    assert exc.value.code == 2 and str(missing) in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_long_model_names_stay_distinct_on_chart_axes(tmp_path: Path) -> None:
+    from wpbench_k8s.report.charts import short_labels
+
+    path, _, _ = model_run(tmp_path)
+    a, b = build_view([load_run(path)]).entries
+    a.label, b.label = "exploit [" + "x" * 60 + "1]", "exploit [" + "x" * 60 + "2]"
+    labels = short_labels([a, b])
+    assert len(set(labels)) == 2 and all(len(label) <= 43 for label in labels)

@@ -40,13 +40,15 @@ def _layout(fig: go.Figure, height: int, **extra: Any) -> go.Figure:
     return fig
 
 
-def _pct(value: float | None) -> float | None:
-    return None if value is None else round(value * 100, 2)
+def short_labels(entries: list[Entry], width: int = 40) -> list[str]:
+    """Axis labels: long names (an authored exploit's description) cut, still one per entry."""
+    labels = [e.label if len(e.label) <= width else e.label[: width - 1] + "…" for e in entries]
+    return [f"{label} #{i + 1}" if labels.count(label) > 1 else label for i, label in enumerate(labels)]
 
 
 def overall_chart(entries: list[Entry]) -> Chart:
     """Score and execution pass rate per model; `--runs N` adds ± std error bars."""
-    labels = [e.label for e in entries]
+    labels = short_labels(entries)
     with_std = any(e.score_std is not None for e in entries)
     score = go.Bar(
         name="score",
@@ -67,7 +69,7 @@ def overall_chart(entries: list[Entry]) -> Chart:
     )
     fig = _layout(go.Figure([score, passed]), 380, barmode="group", yaxis={"range": [0, 1.12]},
                   legend={"orientation": "h", "y": 1.1})  # fmt: skip
-    marks = sum(e.score is not None for e in entries) + sum(r is not None for r in rates)
+    marks = 2 * len(entries)  # plotly draws a flat bar for a missing value too
     note = "error bars: standard deviation over runs" if with_std else ""
     return Chart("chart-overall", "Overall scores", fig, marks, "bar", note=note)
 
@@ -77,7 +79,7 @@ def _heatmap(chart_id: str, title: str, entries: list[Entry], columns: list[str]
     text = [["" if v is None else f"{v:.2f}" for v in row] for row in z]
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=columns, y=[e.label for e in entries], zmin=0, zmax=1, colorscale="RdYlGn", text=text,
+            z=z, x=columns, y=short_labels(entries), zmin=0, zmax=1, colorscale="RdYlGn", text=text,
             texttemplate="%{text}", hovertemplate="%{y}<br>%{x}: %{z:.2f}<extra></extra>", xgap=2, ygap=2,
         )
     )  # fmt: skip
@@ -95,9 +97,9 @@ def radar_chart(entries: list[Entry], categories: list[str]) -> Chart | None:
     if len(shared) < 3:
         return None
     traces = []
-    for e in top:
+    for e, name in zip(top, short_labels(top), strict=True):
         values = [e.categories[c] for c in shared]
-        traces.append(go.Scatterpolar(r=[*values, values[0]], theta=[*shared, shared[0]], name=e.label,
+        traces.append(go.Scatterpolar(r=[*values, values[0]], theta=[*shared, shared[0]], name=name,
                                       mode="lines+markers", fill="toself", opacity=0.6))  # fmt: skip
     fig = _layout(go.Figure(traces), 460, polar={"radialaxis": {"range": [0, 1]}}, legend={"orientation": "h"})
     # the closing point repeats the first, so each line draws one marker more than it has categories
@@ -109,7 +111,7 @@ def cost_chart(entries: list[Entry]) -> Chart:
     shown = [e for e in entries if e.score is not None]
     fig = go.Figure(
         go.Scatter(
-            x=[e.cost_usd for e in shown], y=[e.score for e in shown], text=[e.label for e in shown],
+            x=[e.cost_usd for e in shown], y=[e.score for e in shown], text=short_labels(shown),
             mode="markers+text", textposition="middle right", marker={"size": 12, "color": "#1565c0"},
             hovertemplate="%{text}<br>cost $%{x:.4f}<br>score %{y:.2f}<extra></extra>",
         )
@@ -134,7 +136,7 @@ def skills_chart(report: Report) -> Chart | None:
     )
     _layout(fig, 340, barmode="group", yaxis={"title": "with skills - baseline", "range": [-1.05, 1.05]},
             legend={"orientation": "h", "y": 1.1})  # fmt: skip
-    marks = sum(d.score is not None for _, d in deltas) + sum(d.pass_rate is not None for _, d in deltas)
+    marks = 2 * len(deltas)
     return Chart("chart-skills", "Skills A/B: Δ per model", fig, marks, "bar", height=340)
 
 
@@ -142,7 +144,7 @@ def status_chart(entries: list[Entry]) -> Chart:
     """Grader statuses per model: what the failures were."""
     statuses = sorted({s for e in entries for s in e.statuses}, key=lambda s: (s != "passed", s))
     traces = [
-        go.Bar(name=s, x=[e.label for e in entries], y=[e.statuses.get(s, 0) for e in entries],
+        go.Bar(name=s, x=short_labels(entries), y=[e.statuses.get(s, 0) for e in entries],
                marker_color=_STATUS_COLOURS.get(s))
         for s in statuses
     ]  # fmt: skip

@@ -153,6 +153,8 @@ async function main() {
 }
 
 main().catch((err) => {
+  // e.g. a browser without DecompressionStream: the tables above still read; say why the charts are empty
   document.body.dataset.ready = "error";
+  document.getElementById("charts").prepend(el("p", { class: "note" }, "The charts and drill-down could not load in this browser: " + err));
   console.error("report failed to load:", err);
 });
