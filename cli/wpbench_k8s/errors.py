@@ -33,6 +33,13 @@ class InfraError(WPBenchError):
     exit_code = 3
 
 
+class OutputWriteError(WPBenchError):
+    """A result file could not be written (disk full, read-only, gone). The .partial file keeps every
+    record written before, and `wpbench-k8s run --resume` continues from it."""
+
+    exit_code = 5
+
+
 def first_error(exc: ValidationError) -> tuple[str, str]:
     """(dotted field path, message) of a pydantic error, for messages that name the field."""
     err = exc.errors()[0]

@@ -10,18 +10,21 @@ from __future__ import annotations
 import concurrent.futures as futures
 import re
 import secrets
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
+from wpbench_k8s.cache import VerdictCache, verdict_key
 from wpbench_k8s.candidates import exploit_battery, load_completions, reference_candidate
 from wpbench_k8s.config import Config, default_datasets_dir
 from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite, load_suite
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.executor.base import Executor, GraderSpec
+from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, Executor, GraderSpec
 from wpbench_k8s.knowledge_baselines import baseline_completions
 from wpbench_k8s.manifest import (
     Candidate,
@@ -238,6 +241,37 @@ def _unextractable(task: GradeTask, reason: str) -> Verdict:
 
 
 @dataclass
+class EngineWait:
+    """Before an infrastructure retry: wait until the backend's engine answers again, so retries are
+    not spent while it is down (a daemon restart). The budget bounds one outage, shared by every
+    waiting grader; once an outage has outlasted it, retries go ahead at once (and fail as infra)."""
+
+    executor: Executor
+    budget_seconds: float = ENGINE_WAIT_SECONDS
+    on_wait: Callable[[float | None], None] | None = None  # seconds waited so far; None when it ends
+    poll_seconds: float = 0.5
+    _down_since: float | None = field(default=None, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __call__(self, _state: RetryCallState | None = None) -> None:
+        while not self.executor.engine_ready():
+            now = time.monotonic()
+            with self._lock:
+                if self._down_since is None:
+                    self._down_since = now
+                waited = now - self._down_since
+            if waited >= self.budget_seconds:
+                return
+            if self.on_wait:
+                self.on_wait(waited)
+            time.sleep(self.poll_seconds)
+        with self._lock:
+            was_down, self._down_since = self._down_since is not None, None
+        if was_down and self.on_wait:
+            self.on_wait(None)
+
+
+@dataclass
 class ItemGrader:
     """Turns one manifest item into one record: generate (models), grade (execution), score."""
 
@@ -247,6 +281,9 @@ class ItemGrader:
     attempts: int = INFRA_ATTEMPTS
     # Optional AI judge (wpbench_k8s.models.judge.Judge): fills scores.quality and record.judge.
     judge: Any | None = None
+    # Called before each infrastructure retry (EngineWait: wait for the engine to answer again).
+    before_retry: Callable[[RetryCallState], None] | None = None
+    cache: VerdictCache | None = None
 
     def __post_init__(self) -> None:
         if self.judge is None:
@@ -263,6 +300,7 @@ class ItemGrader:
             stop=stop_after_attempt(self.attempts),
             retry=retry_if_result(lambda decision: isinstance(decision, Infra)),
             wait=wait_exponential(multiplier=0.5, max=4),
+            before_sleep=self.before_retry,
             retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
         )
         decision: Decision = retrying(lambda: decide_outcome(self.executor.run_grader(task)))
@@ -300,11 +338,21 @@ class ItemGrader:
         task = item.task.model_copy(update={"code": item.candidate.code, "files": item.candidate.files})
         if item.candidate.extraction_error:
             return build_record(manifest, item, _unextractable(task, item.candidate.extraction_error), usage=usage)
-        verdict, retries, infra = self.grade_with_retries(task)
+        key = verdict_key(manifest, task) if self.cache else ""
+        cached = self.cache.get(key) if self.cache else None
+        verdict: Verdict | None
+        if cached is not None:
+            verdict, retries, infra = cached, 0, None
+        else:
+            verdict, retries, infra = self.grade_with_retries(task)
         if verdict is None:
             return build_record(manifest, item, None, usage=usage, infra_retries=retries, infra=True,
                                 error=f"infra_error after {retries + 1} attempts: {infra}")  # fmt: skip
+        if self.cache and cached is None and infra is None:
+            self.cache.put(key, verdict)  # only what a grader decided; never an infra fallback
         record = build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
+        if cached is not None:
+            record.cached = True
         if self.judge is not None:
             test = test_of(manifest, item.test_id)
             assert isinstance(test, ExecutionTest)
@@ -324,17 +372,19 @@ def execute_manifest(
     on_record: Callable[[Record], None],
     *,
     concurrency: int | None = None,
+    items: list[ManifestItem] | None = None,
 ) -> RunOutcome:
     """Grade every item with bounded concurrency; each record goes to `on_record` as it finishes.
 
-    With continue_on_error off, the first errored record stops new work (running items finish).
+    `items` limits the run to some of the manifest's items (a resumed run). With continue_on_error off,
+    the first errored record stops new work (running items finish).
     KeyboardInterrupt propagates after pending work is cancelled; the caller cleans up backends.
     """
     outcome = RunOutcome()
     workers = concurrency or manifest.execution_concurrency
     pool = futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grader")
     try:
-        pending = {pool.submit(grade_item, item) for item in manifest.items}
+        pending = {pool.submit(grade_item, item) for item in (manifest.items if items is None else items)}
         for fut in futures.as_completed(pending):
             if fut.cancelled():
                 continue

@@ -71,6 +71,7 @@ class Record(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     judge: dict[str, Any] | None = None
     error: str | None = None  # set for errored records; they are excluded from aggregates
+    cached: bool = False  # the verdict came from the verdict cache (wpbench_k8s.cache), not a new grader
 
 
 # JSON allows U+2028/U+2029 raw inside strings, but line-splitting readers (str.splitlines, JavaScript)

@@ -10,12 +10,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from wpbench_k8s.cache import VerdictCache
 from wpbench_k8s.config import Config
-from wpbench_k8s.executor.base import get_executor
+from wpbench_k8s.errors import InputError, OutputWriteError
+from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, get_executor
 from wpbench_k8s.manifest import RunManifest
 from wpbench_k8s.outputs import ResultsWriter, now_iso, run_timestamp, summarize
-from wpbench_k8s.pipeline import ItemGrader, execute_manifest
+from wpbench_k8s.pipeline import EngineWait, ItemGrader, execute_manifest
 from wpbench_k8s.records import Record
+from wpbench_k8s.resume import ResumeState, sidecar_doc
 from wpbench_k8s.scoring import counted
 
 
@@ -109,6 +112,14 @@ def category_table(records: list[Record], title: str) -> Table:
     return table
 
 
+# Modes whose verdicts are cached by default: the candidate is fixed before grading.
+CACHED_MODES = ("reference", "exploits", "completions")
+
+
+def _tally_key(record: Record) -> str:
+    return "errored" if record.error else ("passed" if record.scores.execution_pass else "failed")
+
+
 class LocalRun:
     def __init__(
         self,
@@ -118,11 +129,17 @@ class LocalRun:
         console: Console,
         executor_name: str | None = None,
         report: bool = False,
+        resume: ResumeState | None = None,
+        cache: VerdictCache | None = None,
+        engine_wait_seconds: float = ENGINE_WAIT_SECONDS,
     ) -> None:
         self.config = config
-        self.manifest = manifest
+        self.manifest = resume.manifest if resume else manifest
         self.console = console
-        self.executor_name = executor_name or config.grader.kind
+        self.executor_name = executor_name or (resume.executor if resume else config.grader.kind)
+        self.resume = resume
+        self.cache = cache if self.manifest.mode in CACHED_MODES else None
+        self.engine_wait_seconds = engine_wait_seconds
         self.report = report
 
     def _generator(self) -> Any:
@@ -132,15 +149,39 @@ class LocalRun:
 
         return generate_candidate
 
+    def _writer(self, started: str) -> ResultsWriter:
+        if self.resume:
+            return ResultsWriter(self.resume.summary_path, self.resume.jsonl_path, kept=self.resume.kept)
+        writer = ResultsWriter(Path(self.config.output.path), Path(self.config.output.jsonl_path), run_timestamp())
+        writer.write_sidecar(sidecar_doc(self.manifest, summary_path=writer.json_path, jsonl_path=writer.jsonl_path,
+                                         executor=self.executor_name, started_at=started))  # fmt: skip
+        return writer
+
+    def _preflight(self, executor: Any) -> None:
+        manifest = self.manifest
+        if not any(item.task is not None for item in manifest.items):
+            return
+        stored = manifest.grader.image_id
+        manifest.grader = executor.preflight()
+        if self.resume and stored and manifest.grader.image_id != stored:
+            raise InputError(
+                f"--resume {self.resume.source}: grader image {manifest.grader.image} is now "
+                f"{manifest.grader.image_id[:19]}, the run started on {stored[:19]}; resume needs the same image"
+            )
+
     def execute(self) -> int:
         """Run to the end; returns the process exit code."""
         manifest = self.manifest
         executor = get_executor(self.executor_name, manifest.grader, manifest.run_id)
-        if any(item.task is not None for item in manifest.items):
-            manifest.grader = executor.preflight()
-        started = now_iso()
-        writer = ResultsWriter(Path(self.config.output.path), Path(self.config.output.jsonl_path), run_timestamp())
-        grade = ItemGrader(manifest, executor, generate=self._generator())
+        self._preflight(executor)
+        started = self.resume.started_at if self.resume and self.resume.started_at else now_iso()
+        try:
+            writer = self._writer(started)
+        except OutputWriteError as exc:
+            self.console.print(f"[red]error[/]: {exc}")
+            return exc.exit_code
+        kept = {r.item_id for r in writer.records}
+        todo = [item for item in manifest.items if item.item_id not in kept]
         progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -150,34 +191,53 @@ class LocalRun:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
+            TextColumn("[yellow]{task.fields[waiting]}"),
             console=self.console,
         )  # fmt: skip
-        tally = {"passed": 0, "failed": 0, "errored": 0}
-        bar = progress.add_task(f"{manifest.mode} {manifest.suite}", total=len(manifest.items), passed=0, failed=0,
-                                errored=0)  # fmt: skip
+        tally: dict[str, Any] = {"passed": 0, "failed": 0, "errored": 0}
+        for record in writer.records:
+            tally[_tally_key(record)] += 1
+        bar = progress.add_task(f"{manifest.mode} {manifest.suite}", total=len(manifest.items),
+                                completed=len(writer.records), waiting="", **tally)  # fmt: skip
+
+        def on_wait(seconds: float | None) -> None:
+            text = "" if seconds is None else f"engine not answering: waiting {seconds:.0f} s"
+            progress.update(bar, waiting=text)
+
+        grade = ItemGrader(manifest, executor, generate=self._generator(), cache=self.cache,
+                           before_retry=EngineWait(executor, self.engine_wait_seconds, on_wait))  # fmt: skip
 
         def on_record(record: Record) -> None:
             writer.append(record)
-            key = "errored" if record.error else ("passed" if record.scores.execution_pass else "failed")
-            tally[key] += 1
-            progress.update(bar, advance=1, passed=tally["passed"], failed=tally["failed"], errored=tally["errored"])
+            tally[_tally_key(record)] += 1
+            progress.update(bar, advance=1, **tally)
 
+        resumed = f", resuming: {len(writer.records)} kept, {len(todo)} to grade" if self.resume else ""
         self.console.print(
             f"run {manifest.run_id}: {len(manifest.items)} candidates, {len(manifest.selected_test_ids)} tests, "
             f"executor {self.executor_name}, concurrency {manifest.execution_concurrency}, "
-            f"image {manifest.grader.image_id[:19] or manifest.grader.image}"
+            f"image {manifest.grader.image_id[:19] or manifest.grader.image}, "
+            f"cache {'on' if self.cache else 'off'}{resumed}"
         )
         try:
             with progress:
-                outcome = execute_manifest(manifest, grade, on_record)
+                outcome = execute_manifest(manifest, grade, on_record, items=todo)
         except KeyboardInterrupt:
             removed = executor.cleanup()
             writer.close()
             self.console.print(
                 f"[red]interrupted[/]: removed {removed} container(s); {len(writer.records)} record(s) kept in "
-                f"{writer.partial_path}"
+                f"{writer.partial_path}; continue with: wpbench-k8s run --resume {writer.partial_path}"
             )
             return 130
+        except OutputWriteError as exc:
+            executor.cleanup()
+            writer.close()
+            self.console.print(
+                f"[red]error[/]: {exc}\n{len(writer.records)} record(s) kept in {writer.partial_path}; once there is "
+                f"room, continue with: wpbench-k8s run --resume {writer.partial_path}"
+            )
+            return exc.exit_code
         except BaseException:
             executor.cleanup()
             writer.close()
@@ -194,7 +254,18 @@ class LocalRun:
         extra = mode_sections(manifest, records, self.console)
         summary = summarize(manifest, records, executor=self.executor_name, started_at=started,
                             finished_at=now_iso(), extra=extra)  # fmt: skip
-        writer.finalize(summary, [i.item_id for i in manifest.items])
+        summary["metadata"]["cache"] = {
+            "enabled": self.cache is not None,
+            "cached_records": sum(r.cached for r in records),
+        }
+        try:
+            writer.finalize(summary, [i.item_id for i in manifest.items])
+        except OutputWriteError as exc:
+            self.console.print(
+                f"[red]error[/]: {exc}\nevery record is in {writer.partial_path}; once there is room, finish with: "
+                f"wpbench-k8s run --resume {writer.partial_path}"
+            )
+            return exc.exit_code
         code = self._report(records, extra, writer)
         if self.report:  # the run's last line names the report
             path = write_run_report(manifest, writer.json_path, writer.jsonl_path)

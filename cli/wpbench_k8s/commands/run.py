@@ -14,6 +14,7 @@ from rich.console import Console
 
 from wpbench_k8s.config import Config, load_config
 from wpbench_k8s.errors import InputError
+from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS
 from wpbench_k8s.manifest import RunManifest, RunMode, SkillSpec
 
 F = Callable[..., Any]
@@ -135,6 +136,15 @@ def plan_from_flags(params: dict[str, Any]) -> tuple[Config, RunManifest]:
     return config, manifest
 
 
+# Flags that say nothing about what a run grades; with --resume alone the stored manifest is used.
+_NOT_PLANNING = {"output_path", "dry_run", "executor_name", "resume_path", "no_cache", "cache_dir",
+                 "engine_wait_seconds", "execution_concurrency", "continue_on_error"}  # fmt: skip
+
+
+def _plans_anything(params: dict[str, Any]) -> bool:
+    return any(value not in (None, False, (), "") for key, value in params.items() if key not in _NOT_PLANNING)
+
+
 def print_selection(console: Console, manifest: RunManifest) -> None:
     from rich.table import Table
 
@@ -156,6 +166,33 @@ def print_selection(console: Console, manifest: RunManifest) -> None:
 @click.option("--dry-run", is_flag=True, help="List exactly the selected tests; call nothing.")
 @click.option("--executor", "executor_name", default=None, help="Execution backend (docker, kubernetes).")
 @click.option("--report", "report", is_flag=True, help="Also write the HTML report beside the results (.html).")
+@click.option(
+    "--resume",
+    "resume_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Continue a run from its results_<ts>.jsonl.partial (or finished .jsonl): final verdicts are "
+    "kept, infra errors and missing items graded. Other flags, if given, must plan the same run.",
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    envvar="WPBENCH_NO_CACHE",
+    help="Grade everything again instead of reusing cached verdicts (reference, exploit and "
+    "--completions runs use the verdict cache by default). Env: WPBENCH_NO_CACHE=1.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Verdict cache directory (default $WPBENCH_CACHE_DIR or ~/.cache/wpbench-k8s/verdicts).",
+)
+@click.option(
+    "--engine-wait",
+    "engine_wait_seconds",
+    type=click.FloatRange(min=0),
+    default=ENGINE_WAIT_SECONDS,
+    show_default=True,
+    help="Seconds an infrastructure retry waits for an unanswering engine (e.g. a daemon restart).",
+)
 def run_command(**params: Any) -> None:
     """Run the benchmark on this machine: one fresh locked-down grader container per test.
 
@@ -165,11 +202,22 @@ def run_command(**params: Any) -> None:
       wpbench-k8s run --check-exploits --test-id wpk-hooks-001
       wpbench-k8s run --completions completions.jsonl
       wpbench-k8s run --model-name gpt-4o --model-name gemini/gemini-2.5-flash --limit 20 --report
+      wpbench-k8s run --resume output/results_20260101T120000Z.jsonl.partial
     """
+    from wpbench_k8s.cache import VerdictCache, default_cache_dir
+    from wpbench_k8s.resume import check_same_manifest, load_resume
     from wpbench_k8s.runner import LocalRun
 
     console = Console(stderr=True)
-    config, manifest = plan_from_flags(params)
+    resume = load_resume(params["resume_path"]) if params.get("resume_path") else None
+    if resume and not _plans_anything(params):
+        config, manifest = config_from_flags(params)[0], resume.manifest
+    else:
+        config, manifest = plan_from_flags(params)
+        if resume:
+            check_same_manifest(resume, manifest)
+    if resume and params.get("execution_concurrency"):
+        resume.manifest.execution_concurrency = params["execution_concurrency"]
     if params.get("output_path"):
         out = params["output_path"]
         config.output.path = str(out)
@@ -177,9 +225,9 @@ def run_command(**params: Any) -> None:
     if params.get("dry_run") or config.run.dry_run:
         print_selection(Console(), manifest)
         return
-    run = LocalRun(
-        config, manifest, console=console, executor_name=params.get("executor_name"), report=params["report"]
-    )
+    cache = None if params.get("no_cache") else VerdictCache(params.get("cache_dir") or default_cache_dir())
+    run = LocalRun(config, manifest, console=console, executor_name=params.get("executor_name"), resume=resume,
+                   cache=cache, engine_wait_seconds=params["engine_wait_seconds"], report=params["report"])  # fmt: skip
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt

@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from wpbench_k8s.outcome import GraderFacts
 from wpbench_runtime.contract import GradeTask
 
+# How long an infrastructure retry waits for an engine that does not answer (a daemon restart).
+ENGINE_WAIT_SECONDS = 120.0
+
 
 class GraderLimits(BaseModel):
     """Per-container limits; the same numbers become Pod requests/limits on Kubernetes."""
@@ -72,6 +75,10 @@ class Executor(abc.ABC):
         every backend: `wpbench_k8s.outcome.decide_outcome`. Never raises for anything the
         candidate does, nor for a failure of the infrastructure (`started=False` says that).
         """
+
+    def engine_ready(self) -> bool:
+        """Whether the backend's engine answers now (the retry layer waits for it before retrying)."""
+        return True
 
     @abc.abstractmethod
     def cleanup(self) -> int:

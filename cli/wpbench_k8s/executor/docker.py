@@ -1,10 +1,30 @@
-"""Local Docker backend: one fresh, locked-down grader container per task."""
+"""Local Docker backend: one fresh, locked-down grader container per task.
+
+It speaks the Engine API through the `docker` library (no CLI process per test): a container is
+created ahead of need while the previous one grades (the task arrives on stdin, so a created
+container is not tied to a task), attached, started, fed, read with a bound, and removed on a
+background thread, off the critical path. `DOCKER_HOST` chooses the engine, as for the CLI.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-import subprocess
+import os
+import secrets
+import socket
+import struct
+import threading
 import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import docker
+import docker.errors
+import requests.exceptions
+from docker.types import LogConfig
 
 from wpbench_k8s.errors import ExecutorError
 from wpbench_k8s.executor.base import Executor, GraderSpec, register_executor
@@ -12,30 +32,130 @@ from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
 from wpbench_runtime.contract import GradeTask
 
 RUN_LABEL = "org.wpbench-k8s.run"
-# docker run's own failures (daemon error, cannot invoke, command not found): never the candidate's.
-_DOCKER_CLI_FAILURES = {125, 126, 127}
+GRADER_USER = "65532:65532"
+_STDERR_TAIL = 65536
+# What the engine, the connection or the library raise when the engine is away or refuses.
+ENGINE_ERRORS: tuple[type[BaseException], ...] = (
+    docker.errors.DockerException,
+    requests.exceptions.RequestException,
+    OSError,
+)
 
 
 def lockdown_args(spec: GraderSpec) -> list[str]:
-    """The isolation flags every grader container gets; see docs/architecture.md."""
+    """The isolation flags every grader container gets, as `docker run` flags; see docs/architecture.md.
+
+    `lockdown_host_config` is the same lockdown for the Engine API (tests/harness checks they agree).
+    """
     lim = spec.limits
     return [
         "--network", "none",
         "--read-only",
-        "--user", "65532:65532",
+        "--user", GRADER_USER,
         "--cap-drop", "ALL",
         "--security-opt", "no-new-privileges",
         "--cpus", f"{lim.cpus:g}",
         "--memory", f"{lim.memory_mb}m",
         "--memory-swap", f"{lim.memory_mb}m",
         "--pids-limit", str(lim.pids),
-        "--tmpfs", f"/run/wpbench:rw,noexec,nosuid,size={lim.wordpress_tmpfs_mb}m,uid=65532,gid=65532,mode=0700",
-        "--tmpfs", f"/tmp:rw,noexec,nosuid,size={lim.tmp_tmpfs_mb}m,uid=65532,gid=65532,mode=1777",
+        "--tmpfs", f"/run/wpbench:{_wordpress_tmpfs(spec)}",
+        "--tmpfs", f"/tmp:{_tmp_tmpfs(spec)}",
     ]  # fmt: skip
 
 
-def _docker(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
+def _wordpress_tmpfs(spec: GraderSpec) -> str:
+    return f"rw,noexec,nosuid,size={spec.limits.wordpress_tmpfs_mb}m,uid=65532,gid=65532,mode=0700"
+
+
+def _tmp_tmpfs(spec: GraderSpec) -> str:
+    return f"rw,noexec,nosuid,size={spec.limits.tmp_tmpfs_mb}m,uid=65532,gid=65532,mode=1777"
+
+
+def lockdown_host_config(api: docker.APIClient, spec: GraderSpec) -> dict[str, Any]:
+    """`lockdown_args` as an Engine API HostConfig, plus a log driver that keeps nothing on the host:
+    the executor reads stdout and stderr through the attach stream, bounded, and the engine stores none."""
+    lim = spec.limits
+    config: dict[str, Any] = api.create_host_config(
+        network_mode="none",
+        read_only=True,
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        nano_cpus=round(lim.cpus * 1e9),
+        mem_limit=f"{lim.memory_mb}m",
+        memswap_limit=f"{lim.memory_mb}m",
+        pids_limit=lim.pids,
+        tmpfs={"/run/wpbench": _wordpress_tmpfs(spec), "/tmp": _tmp_tmpfs(spec)},
+        log_config=LogConfig(type="none"),
+    )
+    return config
+
+
+def engine_client(timeout: float = 60, pool: int = 10) -> docker.APIClient:
+    """An Engine API client for `DOCKER_HOST` (default: the local socket)."""
+    base_url = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    return docker.APIClient(base_url=base_url, version="auto", timeout=timeout, max_pool_size=pool)
+
+
+class _Output:
+    """Stdout kept up to MAX_GRADER_OUTPUT_BYTES (the rest drained and dropped), stderr's tail."""
+
+    def __init__(self) -> None:
+        self.stdout = bytearray()
+        self.truncated = False
+        self.stderr = bytearray()
+
+    def add(self, stream: int, data: bytes) -> None:
+        if stream == 2:
+            self.stderr += data
+            if len(self.stderr) > 2 * _STDERR_TAIL:
+                del self.stderr[:-_STDERR_TAIL]
+            return
+        room = MAX_GRADER_OUTPUT_BYTES - len(self.stdout)
+        if len(data) > room:
+            self.truncated = True
+        self.stdout += data[: max(room, 0)]
+
+
+class StreamTimeout(Exception):
+    """The attach stream did not end before the deadline."""
+
+
+def _recv_exact(sock: socket.socket, size: int, deadline: float) -> bytes | None:
+    chunks = bytearray()
+    while len(chunks) < size:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise StreamTimeout
+        sock.settimeout(left)
+        try:
+            data = sock.recv(min(size - len(chunks), 1 << 16))
+        except TimeoutError as exc:
+            raise StreamTimeout from exc
+        if not data:
+            return None
+        chunks += data
+    return bytes(chunks)
+
+
+def read_attach_stream(sock: socket.socket, deadline: float) -> _Output:
+    """Read a multiplexed attach stream (8-byte frame headers) until it ends, keeping bounded output.
+
+    Raises:
+        StreamTimeout: the deadline passed first.
+        OSError: the connection to the engine broke.
+    """
+    out = _Output()
+    while True:
+        header = _recv_exact(sock, 8, deadline)
+        if header is None:
+            return out
+        stream, size = header[0], struct.unpack(">I", header[4:])[0]
+        while size:
+            part = _recv_exact(sock, min(size, 1 << 16), deadline)
+            if part is None:
+                return out
+            out.add(stream, part)
+            size -= len(part)
 
 
 @register_executor("docker")
@@ -43,81 +163,196 @@ class DockerExecutor(Executor):
     def __init__(self, spec: GraderSpec, run_id: str) -> None:
         super().__init__(spec, run_id)
         self._counter = itertools.count(1)
+        # Names stay unique when a resumed run (same run id) meets a killed run's leftovers.
+        self._prefix = f"wpbench-{run_id[:16]}-{secrets.token_hex(3)}"
+        self._api: docker.APIClient | None = None
+        self._lock = threading.Lock()
+        self._spares: deque[Future[str]] = deque()
+        # One thread creates the next container while graders run; one removes finished ones.
+        self._creator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-create")
+        self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-remove")
+
+    @property
+    def api(self) -> docker.APIClient:
+        if self._api is None:
+            self._api = engine_client(pool=32)
+        return self._api
 
     def preflight(self) -> GraderSpec:
         try:
-            info = _docker("info", "--format", "{{.ServerVersion}}")
-        except FileNotFoundError as exc:
-            raise ExecutorError("docker CLI not found; run `make docker` (scripts/ensure-docker.sh)") from exc
-        if info.returncode != 0:
+            self.api.ping()
+        except ENGINE_ERRORS as exc:
             raise ExecutorError(
-                "Docker engine not reachable; run `make docker` (scripts/ensure-docker.sh): " + info.stderr.strip()
-            )
-        image = _docker("image", "inspect", "--format", "{{.Id}}", self.spec.image)
-        if image.returncode != 0:
-            raise ExecutorError(f"grader image {self.spec.image} not found; build it with `make runtime-image`")
+                f"Docker engine not reachable; run `make docker` (scripts/ensure-docker.sh): {exc}"
+            ) from exc
+        try:
+            image_id = self.api.inspect_image(self.spec.image)["Id"]
+        except docker.errors.ImageNotFound as exc:
+            raise ExecutorError(
+                f"grader image {self.spec.image} not found; build it with `make runtime-image`"
+            ) from exc
+        except ENGINE_ERRORS as exc:
+            raise ExecutorError(f"cannot inspect grader image {self.spec.image}: {exc}") from exc
         # Containers start from the resolved id, so a rebuild of the tag mid-run cannot change what
         # later tests run on while the records name the first image.
-        self.spec = self.spec.model_copy(update={"image_id": image.stdout.strip()})
+        self.spec = self.spec.model_copy(update={"image_id": image_id})
         return self.spec
 
-    def container_args(self, name: str) -> list[str]:
-        return [
-            "run", "-i", "--rm", "--name", name,
-            "--label", f"{RUN_LABEL}={self.run_id}",
-            *lockdown_args(self.spec),
+    def engine_ready(self) -> bool:
+        try:
+            return bool(self.api.ping())
+        except ENGINE_ERRORS:
+            return False
+
+    # ---- containers ---------------------------------------------------------------------------
+    def _create(self) -> str:
+        name = f"{self._prefix}-{next(self._counter)}"
+        created = self.api.create_container(
             self.spec.image_id or self.spec.image,
-        ]  # fmt: skip
+            name=name,
+            user=GRADER_USER,
+            stdin_open=True,
+            labels={RUN_LABEL: self.run_id},
+            host_config=lockdown_host_config(self.api, self.spec),
+        )
+        # stdin_open without detach also sets StdinOnce (as `docker run -i`): the container's stdin
+        # closes when the executor closes its side of the attach stream.
+        return str(created["Id"])
+
+    def _take_container(self) -> str:
+        """A created container: the one prepared in the background if it is ready, else a new one;
+        either way the next one starts being prepared now."""
+        with self._lock:
+            ready = self._spares.popleft() if self._spares else None
+            self._spares.append(self._creator.submit(self._create))
+        if ready is not None:
+            try:
+                return ready.result()
+            except ENGINE_ERRORS:
+                pass
+        return self._create()
+
+    def _remove_later(self, container: str) -> None:
+        try:  # what fails here, cleanup() removes by label
+            self._remover.submit(self._remove_quietly, container)
+        except RuntimeError:  # the executor is shutting down
+            self._remove_quietly(container)
 
     def run_grader(self, task: GradeTask) -> GraderFacts:
-        name = f"wpbench-{self.run_id[:24]}-{next(self._counter)}"
         wall = task.timeout_seconds + self.spec.grace_seconds
         started = time.monotonic()
+        deadline = started + wall
 
-        def facts(**seen: object) -> GraderFacts:
+        def facts(**seen: Any) -> GraderFacts:
             return GraderFacts.model_validate(
                 {"test_id": task.test_id, "duration_ms": int((time.monotonic() - started) * 1000), **seen}
             )
 
         try:
-            proc = subprocess.Popen(
-                ["docker", *self.container_args(name)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-            )
-        except OSError as exc:
-            return facts(started=False, infra_reason=f"cannot start docker: {exc}")
+            container = self._take_container()
+        except ENGINE_ERRORS as exc:
+            return facts(started=False, infra_reason=f"cannot create the grader container: {_short(exc)}")
         try:
-            out, err = proc.communicate(task.model_dump_json().encode(), timeout=wall)
-        except subprocess.TimeoutExpired:
-            _docker("rm", "-f", "-v", name)
-            proc.kill()
-            proc.communicate()
-            return facts(deadline_exceeded=True, detail=f"not finished within {wall:g} s; removed by the executor")
-        code = proc.returncode
-        stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-        if code in _DOCKER_CLI_FAILURES and not stdout.strip():
-            return facts(started=False, infra_reason=f"docker run failed (exit {code}): {stderr.strip()[-500:]}")
-        return facts(
-            exit_code=code,
-            # 137 without a verdict: SIGKILL of the whole container, the cgroup's OOM killer here
-            # (the executor's own kill happens only past the deadline, handled above).
-            oom_killed=code == 137 and not stdout.strip(),
-            stdout=stdout[:MAX_GRADER_OUTPUT_BYTES],
-            stdout_truncated=len(out) > MAX_GRADER_OUTPUT_BYTES,
-            stderr=stderr[-65536:],
-        )
+            return self._run_in(container, task, deadline, facts)
+        finally:
+            self._remove_later(container)
+
+    def _run_in(
+        self, container: str, task: GradeTask, deadline: float, facts: Callable[..., GraderFacts]
+    ) -> GraderFacts:
+        try:
+            attached = self.api.attach_socket(container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            sock: socket.socket = attached._sock
+            started_at = time.time()
+            self.api.start(container)
+        except ENGINE_ERRORS as exc:
+            return facts(started=False, infra_reason=f"cannot start the grader container: {_short(exc)}")
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.1))
+            sock.sendall(task.model_dump_json().encode())
+            sock.shutdown(socket.SHUT_WR)
+            output = read_attach_stream(sock, deadline)
+        except StreamTimeout:
+            return facts(deadline_exceeded=True, detail=f"not finished within {self._wall(task):g} s; removed")
+        except OSError as exc:
+            return facts(stopped_from_outside=True, detail=f"connection to the engine broke: {_short(exc)}")
+        finally:
+            sock.close()
+        try:
+            self.api.wait(container, timeout=max(deadline - time.monotonic(), 1))
+            state = self.api.inspect_container(container)["State"]
+        except requests.exceptions.ReadTimeout:
+            return facts(deadline_exceeded=True, detail=f"not finished within {self._wall(task):g} s; removed")
+        except ENGINE_ERRORS as exc:
+            return facts(stopped_from_outside=True, detail=f"engine gone while the grader ran: {_short(exc)}")
+        code, oom = int(state.get("ExitCode", -1)), bool(state.get("OOMKilled"))
+        seen = {
+            "exit_code": code,
+            "stdout": output.stdout.decode("utf-8", "replace"),
+            "stdout_truncated": output.truncated,
+            "stderr": output.stderr[-_STDERR_TAIL:].decode("utf-8", "replace"),
+        }
+        if oom:
+            return facts(oom_killed=True, **seen)
+        if code != 0:  # a verdict exits 0; only then is it worth asking who ended the container
+            signals = self._engine_signals(container, started_at)
+            if signals:
+                return facts(stopped_from_outside=True, detail=f"the engine sent signal {signals}", **seen)
+            if code == 137:
+                # SIGKILL of PID 1 that is not the OOM killer: only the engine or the host can send it
+                # (the kernel shields a namespace's init from its own processes).
+                return facts(stopped_from_outside=True, detail="the container was killed from outside", **seen)
+        return facts(**seen)
+
+    def _engine_signals(self, container: str, since: float) -> str:
+        """The signals the engine sent the container (docker stop / kill, host pressure through the
+        engine): its `kill` events. The executor's own removal at the deadline is handled before."""
+        try:
+            events = self.api.events(since=int(since) - 1, until=f"{time.time():.9f}", decode=True,
+                                     filters={"container": container, "event": "kill"})  # fmt: skip
+            return ",".join(str(e.get("Actor", {}).get("Attributes", {}).get("signal", "?")) for e in events)
+        except ENGINE_ERRORS:
+            return ""
+
+    def _wall(self, task: GradeTask) -> float:
+        return task.timeout_seconds + self.spec.grace_seconds
 
     def cleanup(self) -> int:
-        return remove_run_containers(self.run_id)
+        with self._lock:
+            spares, self._spares = list(self._spares), deque()
+        self._creator.shutdown(wait=True, cancel_futures=True)
+        self._remover.shutdown(wait=True)
+        for spare in spares:
+            if spare.done() and not spare.cancelled() and spare.exception() is None:
+                self._remove_quietly(spare.result())
+        self._creator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-create")
+        self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-remove")
+        return remove_run_containers(self.run_id, self.api)
+
+    def _remove_quietly(self, container: str) -> None:
+        with contextlib.suppress(*ENGINE_ERRORS):
+            self.api.remove_container(container, force=True, v=True)
 
 
-def remove_run_containers(run_id: str | None = None) -> int:
+def _short(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def remove_run_containers(run_id: str | None = None, api: docker.APIClient | None = None) -> int:
     """Remove grader containers of one run (or of every run when run_id is None). Idempotent."""
+    api = api or engine_client()
     label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
-    listed = _docker("ps", "-aq", "--filter", f"label={label}")
-    ids = listed.stdout.split()
-    if ids:
-        _docker("rm", "-f", "-v", *ids, timeout=120)
-    return len(ids)
+    try:
+        found = api.containers(all=True, quiet=True, filters={"label": label})
+    except ENGINE_ERRORS:
+        return 0
+    removed = 0
+    for entry in found:
+        try:
+            api.remove_container(entry["Id"], force=True, v=True)
+            removed += 1
+        except docker.errors.NotFound:
+            pass
+        except ENGINE_ERRORS:
+            continue
+    return removed
