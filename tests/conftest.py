@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Tests grade for real: the verdict cache is off unless a test turns it on (tests/harness/test_resilience.py),
+# so no run is answered from an earlier test's verdicts or from the developer's own cache.
+os.environ["WPBENCH_NO_CACHE"] = "1"
 GRADER_IMAGE = os.environ.get("WPBENCH_IMAGE", "wpbench-grader:dev")
 
 

@@ -187,12 +187,13 @@ def test_output_disk_full_mid_run_is_a_clear_error_and_resumable(grader_image, s
 # ---- the verdict cache ---------------------------------------------------------------------------
 def test_cache_hit_is_byte_for_byte_and_one_changed_byte_misses(grader_image, suite, uninterrupted, tmp_path):
     cache = tmp_path / "cache"
+    on = {"WPBENCH_NO_CACHE": "0"}  # tests/conftest.py turns the cache off for every other test
     first, second, third = (tmp_path / n for n in ("first", "second", "third"))
-    res = run(cli_args(suite, first, grader_image, "--execution-concurrency", "2", "--cache-dir", str(cache)))
+    res = run(cli_args(suite, first, grader_image, "--execution-concurrency", "2", "--cache-dir", str(cache)), on)
     assert res.returncode == 0, res.stderr[-3000:]
     graded = final_records(first)
     assert not any(r["cached"] for r in graded)
-    res = run(cli_args(suite, second, grader_image, "--cache-dir", str(cache)))
+    res = run(cli_args(suite, second, grader_image, "--cache-dir", str(cache)), on)
     assert res.returncode == 0, res.stderr[-3000:]
     hits = final_records(second)
     assert all(r["cached"] for r in hits)
@@ -207,7 +208,7 @@ def test_cache_hit_is_byte_for_byte_and_one_changed_byte_misses(grader_image, su
     tests = json.loads(path.read_text())
     tests[2]["runtime_checks"]["assertions"][0]["expected"] = 4  # was 3: now fails
     path.write_text(json.dumps(tests, indent=1))
-    res = run(cli_args(changed, third, grader_image, "--cache-dir", str(cache)))
+    res = run(cli_args(changed, third, grader_image, "--cache-dir", str(cache)), on)
     assert res.returncode == 1, res.stderr[-3000:]  # the changed reference fails
     records = final_records(third)
     assert [r["cached"] for r in records] == [True, True, False, True, True, True]

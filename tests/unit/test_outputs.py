@@ -30,3 +30,25 @@ def test_records_stream_to_partial_and_finalize_in_manifest_order(tmp_path):
     assert not w.partial_path.exists()
     assert [json.loads(x)["item_id"] for x in w.jsonl_path.read_text().splitlines()] == ["i1", "i2"]
     assert json.loads(w.json_path.read_text()) == {"ok": True}
+
+
+def test_verdict_key_changes_with_what_decides_a_verdict_and_nothing_else():
+    from wpbench_k8s.cache import verdict_key
+    from wpbench_k8s.executor.base import GraderLimits, GraderSpec
+    from wpbench_k8s.manifest import RunManifest
+    from wpbench_runtime.contract import GradeTask
+
+    def manifest(**grader) -> RunManifest:
+        spec = GraderSpec(image_id="sha256:aa", **grader)
+        return RunManifest(run_id="r", suite="s", dataset_source="x", dataset_digest="d", mode="reference", seed=1,
+                           selected_test_ids=[], grader=spec, items=[])  # fmt: skip
+
+    task = GradeTask(test_id="t", code="return 1;")
+    base = verdict_key(manifest(), task)
+    assert base == verdict_key(manifest().model_copy(update={"run_id": "other", "seed": 9}), task)
+    assert base != verdict_key(manifest(), task.model_copy(update={"code": "return 2;"}))  # one byte of candidate
+    assert base != verdict_key(manifest(limits=GraderLimits(memory_mb=256)), task)
+    assert base != verdict_key(manifest(timeout_seconds=10), task)
+    other_image = manifest()
+    other_image.grader = other_image.grader.model_copy(update={"image_id": "sha256:bb"})
+    assert base != verdict_key(other_image, task)
