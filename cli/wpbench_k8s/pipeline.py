@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_attempt, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_result, wait_exponential
 
 from wpbench_k8s.cache import VerdictCache, verdict_key
 from wpbench_k8s.candidates import exploit_battery, load_completions, reference_candidate
@@ -242,9 +242,12 @@ def _unextractable(task: GradeTask, reason: str) -> Verdict:
 
 @dataclass
 class EngineWait:
-    """Before an infrastructure retry: wait until the backend's engine answers again, so retries are
-    not spent while it is down (a daemon restart). The budget bounds one outage, shared by every
-    waiting grader; once an outage has outlasted it, retries go ahead at once (and fail as infra)."""
+    """Between infrastructure attempts: wait until the backend's engine answers again (a daemon
+    restart), so attempts are not spent while it is down. The budget bounds one outage, shared by
+    every waiting grader; once an outage has outlasted it, attempts go ahead at once (and fail as infra).
+
+    Returns True when the engine was down and answers again: the attempt that failed meanwhile is
+    not counted against the retry budget (it met the outage, not a fault of the task)."""
 
     executor: Executor
     budget_seconds: float = ENGINE_WAIT_SECONDS
@@ -253,22 +256,25 @@ class EngineWait:
     _down_since: float | None = field(default=None, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
 
-    def __call__(self, _state: RetryCallState | None = None) -> None:
+    def __call__(self) -> bool:
+        saw_down = False
         while not self.executor.engine_ready():
+            saw_down = True
             now = time.monotonic()
             with self._lock:
                 if self._down_since is None:
                     self._down_since = now
                 waited = now - self._down_since
             if waited >= self.budget_seconds:
-                return
+                return False
             if self.on_wait:
                 self.on_wait(waited)
             time.sleep(self.poll_seconds)
         with self._lock:
-            was_down, self._down_since = self._down_since is not None, None
-        if was_down and self.on_wait:
+            self._down_since = None
+        if saw_down and self.on_wait:
             self.on_wait(None)
+        return saw_down
 
 
 @dataclass
@@ -281,8 +287,8 @@ class ItemGrader:
     attempts: int = INFRA_ATTEMPTS
     # Optional AI judge (wpbench_k8s.models.judge.Judge): fills scores.quality and record.judge.
     judge: Any | None = None
-    # Called before each infrastructure retry (EngineWait: wait for the engine to answer again).
-    before_retry: Callable[[RetryCallState], None] | None = None
+    # Called after each infrastructure failure (EngineWait): True refunds the attempt (the engine was down).
+    engine_wait: Callable[[], bool] | None = None
     cache: VerdictCache | None = None
 
     def __post_init__(self) -> None:
@@ -296,11 +302,19 @@ class ItemGrader:
         can cause itself is scored (`outcome.settle`); a pure infrastructure failure gives no
         verdict and the record says infra_error.
         """
+        refunded = 0
+
+        def spent(state: RetryCallState) -> bool:
+            # Attempts that met an engine outage are not counted; EngineWait's budget bounds them.
+            nonlocal refunded
+            if self.engine_wait is not None and self.engine_wait():
+                refunded += 1
+            return state.attempt_number - refunded >= self.attempts
+
         retrying = Retrying(
-            stop=stop_after_attempt(self.attempts),
+            stop=spent,
             retry=retry_if_result(lambda decision: isinstance(decision, Infra)),
             wait=wait_exponential(multiplier=0.5, max=4),
-            before_sleep=self.before_retry,
             retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
         )
         decision: Decision = retrying(lambda: decide_outcome(self.executor.run_grader(task)))

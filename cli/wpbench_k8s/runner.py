@@ -205,7 +205,7 @@ class LocalRun:
             progress.update(bar, waiting=text)
 
         grade = ItemGrader(manifest, executor, generate=self._generator(), cache=self.cache,
-                           before_retry=EngineWait(executor, self.engine_wait_seconds, on_wait))  # fmt: skip
+                           engine_wait=EngineWait(executor, self.engine_wait_seconds, on_wait))  # fmt: skip
 
         def on_record(record: Record) -> None:
             writer.append(record)

@@ -202,6 +202,8 @@ class DockerExecutor(Executor):
         try:
             return bool(self.api.ping())
         except ENGINE_ERRORS:
+            # A restarted engine leaves the pool's kept-alive connections dead: start a new client.
+            self._api = None
             return False
 
     # ---- containers ---------------------------------------------------------------------------
