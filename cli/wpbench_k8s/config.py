@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from wpbench_k8s.errors import InputError, first_error
 from wpbench_k8s.executor.base import GraderLimits
+from wpbench_k8s.profiles import ProfileName
 
 DEFAULT_SUITE = "wpk-core-v1"
 
@@ -28,13 +29,46 @@ class DatasetConfig(_Section):
     name: str = DEFAULT_SUITE
     suite: str | None = None
     path: str | None = None  # a suite folder, a folder of suites, or a JSONL export
+    # Upstream's Hugging Face download settings: accepted and recorded; the Hub is not reached
+    # from here, so a dataset comes from `path` (a suite folder or a JSONL export of the Hub rows).
+    revision: str | None = None
+    split: str = "test"
+    cache_dir: str | None = None
 
 
 class ModelConfig(_Section):
     name: str = Field(min_length=1)
-    temperature: float | None = None
+    # Upstream names the provider (openai, anthropic, ollama, openai-compatible); LiteLLM reads the
+    # provider from the model name, so this is recorded only.
+    kind: str | None = None
+    temperature: float | None = None  # None: the profile's default (upstream 0.0, wpbench provider default)
+    top_p: float | None = Field(default=None, ge=0, le=1)
     max_tokens: int | None = Field(default=None, gt=0)
-    timeout_seconds: float = Field(default=120.0, gt=0)
+    timeout_seconds: float | None = Field(default=None, gt=0)  # None: the profile's default (300 / 120 s)
+    max_retries: int | None = Field(default=None, ge=0)  # upstream key: attempts = max_retries + 1
+    retry: dict[str, float] = Field(default_factory=dict)  # upstream retry_* keys, recorded
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upstream_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "request_timeout" in data:
+            if data.get("timeout_seconds") is not None:
+                raise ValueError("give request_timeout (upstream) or timeout_seconds, not both")
+            data["timeout_seconds"] = data.pop("request_timeout")
+        retry = {k.removeprefix("retry_"): data.pop(k) for k in [k for k in data if str(k).startswith("retry_")]}
+        if retry:
+            data["retry"] = {**data.get("retry", {}), **retry}
+        return data
+
+
+# Upstream grader keys for modes this project does not offer, and what to use instead.
+_DIAGNOSTIC_GRADER_KEYS = {
+    "wp_env_dir": "the wp-env runtime is replaced by the locked-down grader image; set grader.image",
+    "url": "there is no HTTP grader; tests run in the grader image (grader.image)",
+}
 
 
 class GraderConfig(_Section):
@@ -44,6 +78,35 @@ class GraderConfig(_Section):
     setup_timeout_seconds: float = Field(default=600.0, gt=0)
     base_url: str | None = None  # upstream key; our baseline site URL is fixed at build time
     limits: GraderLimits = Field(default_factory=GraderLimits)
+    # Upstream keys with no effect here (every test gets its own container; concurrency is
+    # run.execution_concurrency): accepted so upstream configs load unchanged.
+    container_name: str | None = None
+    concurrency: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upstream_keys(cls, data: Any) -> Any:
+        """Upstream's flat limit keys map onto `limits`; its diagnostic modes are refused with the reason."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("kind") in ("cli", "http"):
+            raise ValueError(
+                f"grader.kind {data['kind']!r} is one of upstream's diagnostic graders with shared state; this "
+                "project grades every test in a fresh locked-down container: use kind docker (or kubernetes)"
+            )
+        for key, why in _DIAGNOSTIC_GRADER_KEYS.items():
+            if key in data:
+                raise ValueError(f"grader.{key} is not supported: {why}")
+        mapping = {"container_cpus": "cpus", "memory_mb": "memory_mb", "pids_limit": "pids",
+                   "filesystem_mb": "wordpress_tmpfs_mb", "tmp_mb": "tmp_tmpfs_mb"}  # fmt: skip
+        flat = {ours: data.pop(theirs) for theirs, ours in mapping.items() if theirs in data}
+        if flat:
+            limits = data.get("limits") or {}
+            if not isinstance(limits, dict):
+                raise ValueError("grader.limits must be a mapping")
+            data["limits"] = {**limits, **flat}
+        return data
 
 
 class RunConfig(_Section):
@@ -56,8 +119,39 @@ class RunConfig(_Section):
     dry_run: bool = False
     execution_isolation: Literal["reset_per_test"] = "reset_per_test"
     execution_concurrency: int = Field(default=1, ge=1, le=256)
+    concurrency: int | None = Field(default=None, ge=1)  # upstream: model-call concurrency; recorded
     continue_on_error: bool = False
     runs: int = Field(default=1, ge=1, le=20)
+    # Execution profile: None picks "upstream" for upstream-format suites and "wpbench" otherwise.
+    profile: ProfileName | None = None
+    # Upstream run-mode switches (the CLI flags --check-reference-solution / --check-exploits).
+    check_reference_solution: bool = False
+    check_exploits: bool = False
+    # A folder with one prompt template per test type (execution.txt, multiple_choice.txt,
+    # short_answer.txt); see docs/profiles.md. None: our own wording.
+    prompt_templates: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upstream_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("test_type") is None and "test_type" in data:
+            data["test_type"] = "all"  # upstream's null: both types
+        if data.get("execution_isolation") == "none":
+            raise ValueError(
+                "execution_isolation 'none' is upstream's diagnostic mode with a shared site, unsuitable for "
+                "published scores; every test here gets a fresh container: use reset_per_test"
+            )
+        for key in ("skip_runtime", "skip_static"):
+            if data.get(key):
+                raise ValueError(
+                    f"run.{key}: grading without the {key.removeprefix('skip_')} checks is an upstream diagnostic "
+                    "this project does not offer (both checks decide a verdict); remove the key"
+                )
+            data.pop(key, None)
+        return data
 
     @field_validator("test_ids", "categories", mode="before")
     @classmethod
@@ -73,7 +167,15 @@ class RunConfig(_Section):
 
 class OutputConfig(_Section):
     path: str = "output/results.json"
-    jsonl_path: str = "output/results.jsonl"
+    jsonl_path: str | None = "output/results.jsonl"  # null (upstream): records go beside `path`
+    # Upstream keys. Prompts are always kept (each manifest item stores its prompt, each record its
+    # hash); candidate code is in every record's output.code, so there is no separate artifacts folder.
+    save_prompts: bool = True
+    save_artifacts_dir: str | None = None
+
+    @property
+    def records_path(self) -> str:
+        return self.jsonl_path or str(Path(self.path).with_suffix(".jsonl"))
 
 
 class SkillsConfig(_Section):
@@ -91,15 +193,29 @@ class JudgeConfig(_Section):
 class Config(_Section):
     dataset: DatasetConfig = Field(default_factory=DatasetConfig)
     models: list[ModelConfig] = Field(default_factory=list)
+    model: ModelConfig | None = None  # upstream's single-model form; joins `models`
     grader: GraderConfig = Field(default_factory=GraderConfig)
     run: RunConfig = Field(default_factory=RunConfig)
     output: OutputConfig = Field(default_factory=OutputConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
 
+    @model_validator(mode="after")
+    def _single_model(self) -> Config:
+        if self.model is not None:
+            if all(m.name != self.model.name for m in self.models):
+                self.models.insert(0, self.model)
+            self.model = None
+        return self
+
     @property
     def suite_name(self) -> str:
         return self.run.suite or self.dataset.suite or self.dataset.name
+
+    @property
+    def suite_filter(self) -> str | None:
+        """The suite a JSONL export is filtered to: only one the user named (`dataset.name` is a Hub repo)."""
+        return self.run.suite or self.dataset.suite
 
 
 def _deep_set(data: dict[str, Any], dotted: str, value: Any) -> None:

@@ -103,6 +103,9 @@ class KnowledgeTest(BaseModel):
     choices: list[Choice] = Field(default_factory=list)
     correct_answer: str = Field(min_length=1)
     match: Literal["exact", "regex", "contains"] = "exact"
+    # Upstream WP-Bench's field: "exact" or "contains" (its own scorer accepts a substring for both;
+    # the wpbench profile reads it as `match` when `match` is not given).
+    answer_type: Literal["exact", "contains"] | None = None
     accepted_answers: list[str] = Field(default_factory=list)
     explanation: str = ""
     metadata: TestMetadata = Field(default_factory=TestMetadata)
@@ -113,6 +116,8 @@ class KnowledgeTest(BaseModel):
 
     @model_validator(mode="after")
     def _choices_hold_answer(self) -> KnowledgeTest:
+        if self.answer_type is not None and "match" not in self.model_fields_set:
+            self.match = self.answer_type
         if self.type == "multiple_choice":
             keys = [c.key for c in self.choices]
             if len(keys) < 2:
@@ -133,14 +138,23 @@ class KnowledgeTest(BaseModel):
 AnyTest = ExecutionTest | KnowledgeTest
 
 
+SuiteFormat = Literal["upstream", "wpbench"]
+
+
 class Suite(BaseModel):
-    """A loaded suite: its name, tests in file order, and a digest of the source files."""
+    """A loaded suite: its name, tests in file order, and a digest of the source files.
+
+    `format` is "upstream" for WP-Bench's own layout (a file is an object naming itself with `id` or
+    `version` beside its `tests` array, or a Hugging Face export row has JSON-encoded `requirements`
+    or an `answer_type` column); such suites default to the upstream execution profile.
+    """
 
     name: str
     execution: list[ExecutionTest]
     knowledge: list[KnowledgeTest]
     digest: str
     source: str
+    format: SuiteFormat = "wpbench"
 
     def all_tests(self) -> list[AnyTest]:
         return [*self.execution, *self.knowledge]
@@ -209,11 +223,15 @@ def load_suite_dir(folder: Path, name: str | None = None) -> Suite:
     execution: list[ExecutionTest] = []
     knowledge: list[KnowledgeTest] = []
     seen: dict[str, Path] = {}
+    upstream_layout = False
     for kind, files in (("execution", exec_files), ("knowledge", know_files)):
         for path in files:
             data = path.read_bytes()
             digest.update(f"{kind}/{path.name}\0".encode() + data + b"\0")
-            for i, raw in enumerate(_tests_in(_read_json(path), path)):
+            doc = _read_json(path)
+            # Upstream's suite files name themselves (`id`, `version`) beside their `tests` array.
+            upstream_layout = upstream_layout or (isinstance(doc, dict) and ("id" in doc or "version" in doc))
+            for i, raw in enumerate(_tests_in(doc, path)):
                 test = _parse_test(kind, raw, path, i)
                 if test.id in seen:
                     raise InputError(f"{path}: duplicate test id {test.id} (also in {seen[test.id]})")
@@ -229,6 +247,7 @@ def load_suite_dir(folder: Path, name: str | None = None) -> Suite:
         knowledge=knowledge,
         digest="sha256:" + digest.hexdigest(),
         source=str(folder),
+        format="upstream" if upstream_layout else "wpbench",
     )
 
 
@@ -241,6 +260,7 @@ def load_suite_jsonl(path: Path, suite: str | None = None) -> Suite:
     knowledge: list[KnowledgeTest] = []
     seen: set[str] = set()
     names: set[str] = set()
+    upstream_rows = False
     for lineno, line in enumerate(data.decode("utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -256,7 +276,8 @@ def load_suite_jsonl(path: Path, suite: str | None = None) -> Suite:
         kind = row.pop("test_kind", None) or (
             "knowledge" if row.get("type") in ("multiple_choice", "short_answer") else "execution"
         )
-        test = _parse_test(kind, _undo_export_encoding(row), path, lineno)
+        upstream_rows = upstream_rows or isinstance(row.get("requirements"), str) or "answer_type" in row
+        test = _parse_test(kind, _undo_export_encoding(row, kind, f"{path}: line {lineno}"), path, lineno)
         if test.id in seen:
             raise InputError(f"{path}: line {lineno}: duplicate test id {test.id}")
         seen.add(test.id)
@@ -273,18 +294,40 @@ def load_suite_jsonl(path: Path, suite: str | None = None) -> Suite:
         knowledge=knowledge,
         digest="sha256:" + hashlib.sha256(data).hexdigest(),
         source=str(path),
+        format="upstream" if upstream_rows else "wpbench",
     )
 
 
 # Nested objects are exported as JSON strings so every row has the same flat column types.
 _JSON_COLUMNS = ("static_checks", "runtime_checks", "reference_files", "metadata", "exploit_solutions", "choices")
+# Upstream's Hugging Face export also encodes `requirements`, and fills the columns of the other
+# test kind with empty values ("", "[]", "{}"); those are dropped so each row reads as its kind.
+_UPSTREAM_JSON_COLUMNS = ("requirements",)
+_KIND_COLUMNS = {
+    "execution": ("choices", "correct_answer", "answer_type", "explanation"),
+    "knowledge": ("requirements", "static_checks", "runtime_checks", "reference_solution", "expected_behavior"),
+}
 
 
-def _undo_export_encoding(row: dict[str, Any]) -> dict[str, Any]:
+def _undo_export_encoding(row: dict[str, Any], kind: str = "execution", where: str = "row") -> dict[str, Any]:
     out = dict(row)
-    for key in _JSON_COLUMNS:
+    for key in (*_JSON_COLUMNS, *_UPSTREAM_JSON_COLUMNS):
         if isinstance(out.get(key), str):
-            out[key] = json.loads(out[key])
+            try:
+                out[key] = json.loads(out[key])
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{where}: field {key}: not valid JSON: {exc.msg}") from exc
+    for key in _KIND_COLUMNS.get(kind, ()):
+        if out.get(key) in ("", [], {}):
+            out.pop(key, None)
+    if kind == "execution" and out.get("type") == "execution":
+        out.pop("type")
+    if out.get("answer_type") == "":
+        out.pop("answer_type")
+    if out.get("reference_solution") == "":
+        out.pop("reference_solution")
+    if out.get("difficulty") == "unknown":  # upstream's default when a test names none
+        out.pop("difficulty")
     return {k: v for k, v in out.items() if v is not None}
 
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from wpbench_k8s.executor.base import GraderSpec
+from wpbench_k8s.profiles import ProfileName
 from wpbench_runtime.contract import SCORING_VERSION, GradeTask
 
 RunMode = Literal["reference", "exploits", "completions", "models"]
@@ -37,6 +38,9 @@ class ModelSpec(BaseModel):
     temperature: float | None = None
     max_tokens: int | None = None
     timeout_seconds: float = 120.0
+    top_p: float | None = None
+    kind: str | None = None  # upstream's provider label, recorded in upstream-profile records
+    max_retries: int | None = None
 
 
 class SkillSpec(BaseModel):
@@ -73,6 +77,7 @@ class RunManifest(BaseModel):
     dataset_source: str
     dataset_digest: str
     mode: RunMode
+    profile: ProfileName = "wpbench"  # whose semantics the run reproduces (wpbench_k8s.profiles)
     seed: int
     scoring_version: str = SCORING_VERSION
     selected_test_ids: list[str]
@@ -96,5 +101,7 @@ class RunManifest(BaseModel):
         return "sha256:" + hashlib.sha256(self.canonical_json().encode()).hexdigest()
 
 
-def prompt_hash(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+def prompt_hash(text: str, *, full: bool = False) -> str:
+    """Ours: "sha256:" + 16 hex digits; `full`: upstream's 64 hex digits without prefix."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return digest if full else "sha256:" + digest[:16]

@@ -19,6 +19,7 @@ from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_result, wait_exponential
 
+from wpbench_k8s import upstream_compat
 from wpbench_k8s.cache import VerdictCache, verdict_key
 from wpbench_k8s.candidates import exploit_battery, load_completions, reference_candidate
 from wpbench_k8s.config import Config, default_datasets_dir
@@ -35,7 +36,9 @@ from wpbench_k8s.manifest import (
     SkillSpec,
     prompt_hash,
 )
+from wpbench_k8s.models.templates import load_templates
 from wpbench_k8s.outcome import Decision, Infra, decide_outcome, settle
+from wpbench_k8s.profiles import Profile, ProfileName, get_profile
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
 from wpbench_k8s.selection import select_tests
@@ -54,7 +57,30 @@ def load_run_suite(config: Config) -> Suite:
             "export the dataset to JSONL (wpbench-k8s dataset export) and set dataset.path"
         )
     base = Path(config.dataset.path) if config.dataset.path else default_datasets_dir()
-    return load_suite(base, config.suite_name if not config.dataset.path or base.is_file() else None)
+    if base.is_file():
+        # A JSONL export is filtered only to a suite the user named, never to our default suite.
+        return load_suite(base, config.suite_filter)
+    return load_suite(base, config.suite_name if not config.dataset.path else None)
+
+
+def run_profile(config: Config, suite: Suite) -> ProfileName:
+    """The configured profile, else upstream's semantics for an upstream-format suite."""
+    if config.run.profile is not None:
+        return config.run.profile
+    return "upstream" if suite.format == "upstream" else "wpbench"
+
+
+def model_specs(config: Config, profile: Profile) -> list[ModelSpec]:
+    """Models as sent: the profile fills the temperature and request timeout a config leaves unset."""
+    specs = []
+    for m in config.models:
+        temperature = m.temperature if m.temperature is not None else profile.default_temperature
+        timeout = m.timeout_seconds if m.timeout_seconds is not None else profile.default_request_timeout
+        specs.append(
+            ModelSpec(name=m.name, temperature=temperature, max_tokens=m.max_tokens, timeout_seconds=timeout,
+                      top_p=m.top_p, kind=m.kind, max_retries=m.max_retries)
+        )  # fmt: skip
+    return specs
 
 
 def new_run_id() -> str:
@@ -65,24 +91,29 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "x"
 
 
-def task_for(test: ExecutionTest, candidate: Candidate | None, grader: GraderSpec) -> GradeTask:
-    """The grader task for one candidate of one execution test."""
+def task_for(
+    test: ExecutionTest, candidate: Candidate | None, grader: GraderSpec, profile: ProfileName = "wpbench"
+) -> GradeTask:
+    """The grader task for one candidate of one execution test (checks read as the profile reads them)."""
+    static, runtime = test.static_checks, test.runtime_checks
+    if profile == "upstream":
+        static, runtime = upstream_compat.static_checks(static), upstream_compat.runtime_checks(runtime)
     return GradeTask(
         test_id=test.id,
         artifact_kind=test.artifact_kind,
         code=candidate.code if candidate else None,
         files=candidate.files if candidate else None,
-        static_checks=test.static_checks,
-        runtime_checks=test.runtime_checks,
+        static_checks=static,
+        runtime_checks=runtime,
         test_function=test.test_function,
         timeout_seconds=min(test.timeout_seconds or grader.timeout_seconds, grader.timeout_seconds),
     )
 
 
-def _model_prompt(test: AnyTest) -> str:
+def _model_prompt(test: AnyTest, templates: Any | None) -> str:
     from wpbench_k8s.models import prompts  # no litellm import on this path
 
-    text: str = prompts.build_prompt(test)
+    text: str = prompts.build_prompt(test, templates)
     return text
 
 
@@ -94,10 +125,15 @@ def plan_run(
     skills: list[SkillSpec] | None = None,
     run_id: str | None = None,
     grader: GraderSpec | None = None,
+    dry_run: bool = False,
 ) -> RunManifest:
-    """Select tests and lay out every candidate to grade. Calls no model and no grader."""
+    """Select tests and lay out every candidate to grade. Calls no model and no grader.
+
+    `dry_run` plans a model run without models (nothing is called; the selection is what counts).
+    """
     suite = load_run_suite(config)
-    selected = select_tests(suite, config.run, execution_only=mode == "reference")
+    profile = get_profile(run_profile(config, suite))
+    selected = select_tests(suite, config.run, execution_only=mode == "reference", profile=profile.name)
     if not selected:
         raise InputError("selection: no tests selected (check --test-type, --category, --test-id)")
     grader = grader or GraderSpec(
@@ -112,7 +148,7 @@ def plan_run(
             cand = reference_candidate(test)
             items.append(
                 ManifestItem(item_id=test.id, test_id=test.id, model=REFERENCE_MODEL, candidate=cand,
-                             task=task_for(test, cand, grader))
+                             task=task_for(test, cand, grader, profile.name))
             )  # fmt: skip
     elif mode == "exploits":
         # Knowledge tests get the know-nothing baselines; rivals for hedges come from the whole suite.
@@ -132,7 +168,7 @@ def plan_run(
                 items.append(
                     ManifestItem(item_id=f"{test.id}--{_slug(cand.label.removeprefix('exploit:'))}",
                                  test_id=test.id, model=EXPLOIT_MODEL, variant=cand.label, candidate=cand,
-                                 task=task_for(test, cand, grader))
+                                 task=task_for(test, cand, grader, profile.name))
                 )  # fmt: skip
     elif mode == "completions":
         if completions is None:
@@ -144,33 +180,37 @@ def plan_run(
             if line.test_id not in chosen:
                 continue
             test = chosen[line.test_id]
-            cand = _completion_candidate(test, line.code, line.files, line.completion)
+            cand = _completion_candidate(test, line.code, line.files, line.completion, profile.name)
             items.append(
                 ManifestItem(item_id=f"{test.id}--{_slug(line.model)}--{_slug(line.variant)}", test_id=test.id,
                              test_type=test.test_type, model=line.model, variant=line.variant, candidate=cand,
-                             task=task_for(test, cand, grader) if isinstance(test, ExecutionTest) else None)
+                             task=task_for(test, cand, grader, profile.name) if isinstance(test, ExecutionTest)
+                             else None)
             )  # fmt: skip
         if not items:
             raise InputError(f"{completions}: no completions for the selected tests")
     else:
-        if not config.models:
+        if not config.models and not dry_run:
             raise InputError("models: no model given (set models: in the config or pass --model-name)")
-        models = [ModelSpec(**m.model_dump()) for m in config.models]
+        models = model_specs(config, profile)
+        templates = load_templates(Path(config.run.prompt_templates)) if config.run.prompt_templates else None
         variants = (["with-skills"] if config.skills.only else ["baseline", "with-skills"]) if skills else ["baseline"]
         for model in models:
             for variant in variants:
                 for run_no in range(1, config.run.runs + 1):
                     for test in selected:
-                        prompt = _model_prompt(test)
+                        prompt = _model_prompt(test, templates)
                         suffix = f"--r{run_no}" if config.run.runs > 1 else ""
                         items.append(
                             ManifestItem(item_id=f"{test.id}--{_slug(model.name)}--{variant}{suffix}",
                                          test_id=test.id, test_type=test.test_type, model=model.name,
-                                         variant=variant, prompt=prompt, prompt_hash=prompt_hash(prompt),
-                                         task=task_for(test, None, grader) if isinstance(test, ExecutionTest)
-                                         else None)
+                                         variant=variant, prompt=prompt,
+                                         prompt_hash=prompt_hash(prompt, full=profile.full_prompt_hash),
+                                         task=task_for(test, None, grader, profile.name)
+                                         if isinstance(test, ExecutionTest) else None)
                         )  # fmt: skip
-    selected_ids = [t.id for t in selected if any(i.test_id == t.id for i in items)]
+    with_items = {i.test_id for i in items}
+    selected_ids = [t.id for t in selected if t.id in with_items or (dry_run and mode == "models")]
     judge, rubric = _judge_settings(config, mode)
     return RunManifest(
         run_id=run_id or new_run_id(),
@@ -178,6 +218,7 @@ def plan_run(
         dataset_source=suite.source,
         dataset_digest=suite.digest,
         mode=mode,
+        profile=profile.name,
         seed=config.run.seed,
         selected_test_ids=selected_ids,
         grader=grader,
@@ -211,7 +252,7 @@ def judge_for(manifest: RunManifest) -> Any | None:
 
 
 def _completion_candidate(
-    test: AnyTest, code: str | None, files: dict[str, str] | None, completion: str | None
+    test: AnyTest, code: str | None, files: dict[str, str] | None, completion: str | None, profile: ProfileName
 ) -> Candidate:
     if code is not None or files is not None:
         return Candidate(code=code, files=files, raw=completion or "", label="completion")
@@ -220,7 +261,7 @@ def _completion_candidate(
         return Candidate(raw=completion, label="completion")
     from wpbench_k8s.models import extract
 
-    candidate: Candidate = extract.extract_candidate(completion, test.artifact_kind)
+    candidate: Candidate = extract.extract_candidate(completion, test.artifact_kind, strict=profile == "upstream")
     return candidate
 
 
@@ -283,7 +324,7 @@ class ItemGrader:
 
     manifest: RunManifest
     executor: Executor
-    generate: Callable[[ModelSpec, AnyTest, list[SkillSpec], str], Any] | None = None
+    generate: Callable[..., Any] | None = None  # generate_candidate(model, test, skills, prompt, profile=)
     attempts: int = INFRA_ATTEMPTS
     # Optional AI judge (wpbench_k8s.models.judge.Judge): fills scores.quality and record.judge.
     judge: Any | None = None
@@ -332,7 +373,9 @@ class ItemGrader:
                 raise InputError(f"item {item.item_id}: no candidate and no generator")
             model = next(m for m in manifest.models if m.name == item.model)
             skills = manifest.skills if item.variant == "with-skills" else []
-            result = self.generate(model, test_of(manifest, item.test_id), skills, item.prompt)
+            result = self.generate(
+                model, test_of(manifest, item.test_id), skills, item.prompt, profile=manifest.profile
+            )
             usage = result.usage
             item = item.model_copy(update={"candidate": result.candidate})
             if result.error:
@@ -340,14 +383,13 @@ class ItemGrader:
             answer = getattr(result, "answer", None)
         assert item.candidate is not None
         if item.test_type == "knowledge":
-            from wpbench_k8s.models.knowledge import score_answer
+            from wpbench_k8s.models.knowledge import score_for_profile
 
             test = test_of(manifest, item.test_id)
             assert isinstance(test, KnowledgeTest)
             text = answer if answer is not None else item.candidate.raw
-            return build_record(
-                manifest, item, None, usage=usage, knowledge_score=score_answer(test, text), answer=text
-            )
+            scored = score_for_profile(test, text, manifest.profile)
+            return build_record(manifest, item, None, usage=usage, knowledge_score=scored.score, answer=text)
         assert item.task is not None
         task = item.task.model_copy(update={"code": item.candidate.code, "files": item.candidate.files})
         if item.candidate.extraction_error:

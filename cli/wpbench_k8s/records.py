@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from wpbench_k8s.profiles import ProfileName
 from wpbench_runtime.contract import Verdict, VerdictStatus
 
 RECORD_VERSION: Literal["1"] = "1"
@@ -17,6 +18,9 @@ class RecordOutput(BaseModel):
     code: str | None = None
     files: dict[str, str] | None = None
     extraction_error: str | None = None
+    # Upstream WP-Bench's names: the completion as received, and a knowledge test's answer.
+    raw_completion: str | None = None
+    answer: str | None = None
 
 
 class RecordScores(BaseModel):
@@ -27,6 +31,7 @@ class RecordScores(BaseModel):
     static: float = 0.0
     static_policy_pass: bool = False
     quality: float | None = None  # AI judge, reported separately; never part of execution_pass
+    knowledge: float | None = None  # upstream's name: a knowledge test's 0/1 score (None for execution)
 
 
 class RecordGrader(BaseModel):
@@ -39,6 +44,7 @@ class RecordGrader(BaseModel):
     duration_ms: int = 0
     infra_retries: int = 0
     verdict: Verdict | None = None
+    success: bool | None = None  # upstream's name: every check passed (None when nothing was graded)
 
 
 class Usage(BaseModel):
@@ -49,6 +55,7 @@ class Usage(BaseModel):
     latency_ms: int = 0
     calls: int = 0
     retries: int = 0
+    total_tokens: int = 0  # upstream's name: prompt + completion tokens
 
 
 class Record(BaseModel):
@@ -72,6 +79,40 @@ class Record(BaseModel):
     judge: dict[str, Any] | None = None
     error: str | None = None  # set for errored records; they are excluded from aggregates
     cached: bool = False  # the verdict came from the verdict cache (wpbench_k8s.cache), not a new grader
+    error_type: str | None = None  # harness_error, infra_error, model_error
+    profile: ProfileName = "wpbench"
+    # The model's settings as sent (name, kind, temperature, top_p, max_tokens); None without a model.
+    model_settings: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_upstream_shape(cls, data: Any) -> Any:
+        """Read back an upstream-profile line: `model` and `error` are objects there."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if isinstance(data.get("model"), dict):
+            data["model_settings"] = data["model"]
+            data["model"] = str(data["model"].get("name") or "")
+        if isinstance(data.get("error"), dict):
+            data["error_type"] = data["error"].get("type")
+            data["error"] = data["error"].get("message")
+        return data
+
+    @model_serializer(mode="wrap")
+    def _upstream_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Upstream-profile records carry upstream's `model` object and `error{type, message}`."""
+        data: dict[str, Any] = handler(self)
+        if self.profile == "upstream":
+            data["model"] = self.model_settings or {
+                "name": self.model,
+                "kind": None,
+                "temperature": None,
+                "top_p": None,
+                "max_tokens": None,
+            }
+            data["error"] = None if self.error is None else {"type": self.error_type, "message": self.error}
+        return data
 
 
 # JSON allows U+2028/U+2029 raw inside strings, but line-splitting readers (str.splitlines, JavaScript)

@@ -152,7 +152,7 @@ class LocalRun:
     def _writer(self, started: str) -> ResultsWriter:
         if self.resume:
             return ResultsWriter(self.resume.summary_path, self.resume.jsonl_path, kept=self.resume.kept)
-        writer = ResultsWriter(Path(self.config.output.path), Path(self.config.output.jsonl_path), run_timestamp())
+        writer = ResultsWriter(Path(self.config.output.path), Path(self.config.output.records_path), run_timestamp())
         writer.write_sidecar(sidecar_doc(self.manifest, summary_path=writer.json_path, jsonl_path=writer.jsonl_path,
                                          executor=self.executor_name, started_at=started))  # fmt: skip
         return writer

@@ -31,15 +31,23 @@ def build_record(
     """
     test = manifest.tests.get(item.test_id, {})
     candidate = item.candidate
+    upstream = manifest.profile == "upstream"
+    if upstream and verdict is not None:
+        verdict = php_issues_as_error(verdict)
+    raw = (candidate.raw if candidate else "") or (answer or "")
     output = RecordOutput(
-        raw=(candidate.raw if candidate else "") or (answer or ""),
+        raw=raw,
         code=candidate.code if candidate else None,
         files=candidate.files if candidate else None,
         extraction_error=candidate.extraction_error if candidate else None,
+        raw_completion=(candidate.raw if candidate and candidate.raw else None) or answer,
+        answer=_stored_answer(raw, manifest.profile) if item.test_type == "knowledge" else None,
     )
     if item.test_type == "knowledge":
         score = knowledge_score or 0.0
-        scores = RecordScores(correctness=score, execution_pass=score >= 1.0, runtime=score, static=0.0)
+        scores = RecordScores(
+            correctness=score, execution_pass=score >= 1.0, runtime=score, static=0.0, knowledge=score
+        )
         grader = RecordGrader(status="not_graded", reason="knowledge test: scored by answer matching")
     elif verdict is None:
         scores = RecordScores()
@@ -48,7 +56,7 @@ def build_record(
         )
     else:
         scores = RecordScores(
-            correctness=_correctness(verdict),
+            correctness=_correctness(verdict, upstream=upstream),
             execution_pass=verdict.scores.execution_pass,
             runtime=verdict.scores.runtime,
             static=verdict.scores.static,
@@ -63,9 +71,12 @@ def build_record(
             duration_ms=verdict.duration_ms,
             infra_retries=infra_retries,
             verdict=verdict,
+            success=verdict.scores.execution_pass and verdict.scores.static >= 0.999,
         )
         if verdict.status == "harness_error" and error is None:
             error = f"harness_error: {verdict.reason}"
+    usage = usage or Usage()
+    model = next((m for m in manifest.models if m.name == item.model), None)
     return Record(
         run_id=manifest.run_id,
         item_id=item.item_id,
@@ -81,14 +92,61 @@ def build_record(
         output=output,
         scores=scores,
         grader=grader,
-        usage=usage or Usage(),
+        usage=usage.model_copy(update={"total_tokens": usage.prompt_tokens + usage.completion_tokens}),
         error=error,
+        error_type=_error_type(error, grader.status),
+        profile=manifest.profile,
+        model_settings=None
+        if model is None
+        else {"name": model.name, "kind": model.kind, "temperature": model.temperature, "top_p": model.top_p,
+              "max_tokens": model.max_tokens},
+    )  # fmt: skip
+
+
+def _error_type(error: str | None, status: str) -> str | None:
+    if error is None:
+        return None
+    if status in ("harness_error", "infra_error"):
+        return status
+    return "model_error"
+
+
+def _stored_answer(raw: str, profile: str) -> str:
+    """A knowledge record's `output.answer`: upstream strips one outer fence; ours keeps the reply."""
+    if profile == "upstream":
+        from wpbench_k8s.models.extract import strip_outer_fence
+
+        return strip_outer_fence(raw).strip()
+    return raw
+
+
+# PHP issue levels upstream's error handler turns into exceptions (with WP_DEBUG on, _doing_it_wrong()
+# and deprecation notices arrive as E_USER_NOTICE / E_USER_DEPRECATED, so they count too).
+_UPSTREAM_ERROR_LEVELS = ("Warning", "Notice", "Deprecated", "Unknown error")
+
+
+def php_issues_as_error(verdict: Verdict) -> Verdict:
+    """Upstream profile: a PHP warning, notice or deprecation makes the run an execution error (score 0)."""
+    issues = [i for i in verdict.php_issues if i.level in _UPSTREAM_ERROR_LEVELS]
+    if not issues or verdict.status not in ("passed", "failed"):
+        return verdict
+    first = issues[0]
+    return verdict.model_copy(
+        update={
+            "status": "error",
+            "reason": f"PHP {first.level}: {first.message} (upstream profile: PHP notices, warnings and "
+            "deprecations are execution errors)",
+            "scores": verdict.scores.model_copy(update={"execution_pass": False, "runtime": 0.0}),
+        }
     )
 
 
-def _correctness(verdict: Verdict) -> float:
-    """Scoring v2.0: runtime weight share, zeroed by a crash, a timeout or an error-severity forbidden pattern."""
-    if verdict.status not in ("passed", "failed") or not verdict.scores.static_policy_pass:
+def _correctness(verdict: Verdict, *, upstream: bool = False) -> float:
+    """Scoring v2.0: runtime weight share, zeroed by a crash, a timeout or an error-severity forbidden
+    pattern (upstream keeps the runtime share on a forbidden-pattern hit; the pass still fails)."""
+    if verdict.status not in ("passed", "failed"):
+        return 0.0
+    if not verdict.scores.static_policy_pass and not upstream:
         return 0.0
     return verdict.scores.runtime
 
@@ -115,6 +173,7 @@ def aggregate(records: list[Record]) -> dict[str, Any]:
         "counted": len(good),
         "excluded": len(records) - len(good),
         "score": _mean([r.scores.correctness for r in good]),
+        "scores": headline_scores(execution, knowledge, upstream=any(r.profile == "upstream" for r in records)),
         "execution": {
             "tests": len(execution),
             "passed": sum(r.scores.execution_pass for r in execution),
@@ -144,6 +203,26 @@ def aggregate(records: list[Record]) -> dict[str, Any]:
 def group_name(model: str, variant: str) -> str:
     """The summary's `models` key of a model and variant."""
     return model if variant == "baseline" else f"{model} [{variant}]"
+
+
+def _mean_or_none(values: list[float]) -> float | None:
+    return round(statistics.fmean(values), 4) if values else None
+
+
+def headline_scores(execution: list[Record], knowledge: list[Record], *, upstream: bool) -> dict[str, Any]:
+    """Upstream's `scores` block (its notebook reads knowledge, correctness and overall).
+
+    `overall` is the headline: the execution pass rate for the upstream profile (WP-Bench scoring
+    v2.0, knowledge outside the headline); our mean correctness over every counted record otherwise.
+    """
+    pass_rate = _mean_or_none([float(r.scores.execution_pass) for r in execution])
+    overall = pass_rate if upstream else _mean_or_none([r.scores.correctness for r in [*execution, *knowledge]])
+    return {
+        "knowledge": _mean_or_none([r.scores.correctness for r in knowledge]),
+        "correctness": _mean_or_none([r.scores.correctness for r in execution]),
+        "execution_pass": pass_rate,
+        "overall": overall if overall is not None else 0.0,
+    }
 
 
 def group_key(record: Record) -> str:

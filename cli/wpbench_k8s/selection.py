@@ -1,4 +1,10 @@
-"""Choose which tests a run grades: explicit ids, categories, type, then a seeded stratified limit."""
+"""Choose which tests a run grades: explicit ids, categories, type, then a seeded limit.
+
+Two limit strategies, by profile: `wpbench` stratifies over category x difficulty across both test
+types; `upstream` reproduces WP-Bench's own selection exactly (per test type: group by category,
+shuffle each group in sorted-category order with one `random.Random(seed)`, drain round-robin from
+the end of each group, then sort by id), so the same --limit/--seed grades the same tests.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from collections import defaultdict
 from wpbench_k8s.config import RunConfig
 from wpbench_k8s.dataset import AnyTest, Suite
 from wpbench_k8s.errors import InputError
+from wpbench_k8s.profiles import ProfileName
 
 
 def _stratified(tests: list[AnyTest], limit: int, seed: int) -> list[AnyTest]:
@@ -43,8 +50,50 @@ def _stratified(tests: list[AnyTest], limit: int, seed: int) -> list[AnyTest]:
     return chosen
 
 
-def select_tests(suite: Suite, run: RunConfig, *, execution_only: bool = False) -> list[AnyTest]:
+def _upstream_round_robin(tests: list[AnyTest], limit: int, seed: int) -> list[AnyTest]:
+    """WP-Bench's selection for one test type (the same calls on the same generator, so the same picks)."""
+    groups: dict[str, list[AnyTest]] = defaultdict(list)
+    for test in tests:
+        groups[test.category].append(test)
+    rng = random.Random(seed)
+    keys = sorted(groups)
+    for key in keys:
+        rng.shuffle(groups[key])
+    chosen: list[AnyTest] = []
+    while len(chosen) < limit and any(groups[k] for k in keys):
+        for key in keys:
+            if len(chosen) >= limit:
+                break
+            if groups[key]:
+                chosen.append(groups[key].pop())
+    return chosen
+
+
+def _limited(pool: list[AnyTest], run: RunConfig, profile: ProfileName) -> list[AnyTest]:
+    if run.limit is None:
+        return pool
+    if profile == "upstream":
+        picked: set[str] = set()
+        for kind in ("execution", "knowledge"):
+            of_kind = [t for t in pool if t.test_type == kind]
+            if run.limit < len(of_kind):
+                picked.update(t.id for t in _upstream_round_robin(of_kind, run.limit, run.seed))
+            else:
+                picked.update(t.id for t in of_kind)
+        return [t for t in pool if t.id in picked]
+    if run.limit < len(pool):
+        chosen = {t.id for t in _stratified(pool, run.limit, run.seed)}
+        return [t for t in pool if t.id in chosen]
+    return pool
+
+
+def select_tests(
+    suite: Suite, run: RunConfig, *, execution_only: bool = False, profile: ProfileName = "wpbench"
+) -> list[AnyTest]:
     """Apply the run's selection; the result keeps the suite's order.
+
+    With the upstream profile, --limit applies to each test type separately (as upstream runs its
+    knowledge and execution tracks), so `--limit 10` grades up to 10 of each.
 
     Explicit test ids win over categories and limit. Unknown ids or categories are InputErrors.
     """
@@ -72,7 +121,4 @@ def select_tests(suite: Suite, run: RunConfig, *, execution_only: bool = False) 
                 f"known: {', '.join(sorted(known))}"
             )
         pool = [t for t in pool if t.category in set(run.categories)]
-    if run.limit is not None and run.limit < len(pool):
-        picked = {t.id for t in _stratified(pool, run.limit, run.seed)}
-        pool = [t for t in pool if t.id in picked]
-    return pool
+    return _limited(pool, run, profile)

@@ -50,13 +50,19 @@ def run_options(func: F) -> F:
                      help="Record per-test errors and keep going (errored tests are excluded from aggregates)."),
         click.option("--skill", "skills", multiple=True, type=click.Path(exists=True, path_type=Path),
                      help="Skills A/B: a directory with SKILL.md or a .md file; repeatable."),
-        click.option("--no-skills-include-references", is_flag=True, help="Do not inline skill references/*.md."),
+        click.option("--skills-include-references/--no-skills-include-references", "skills_include_references",
+                     default=None, help="Inline each skill's references/*.md (default on)."),
         click.option("--skills-only", is_flag=True, help="Skip the baseline pass of a skills run."),
         click.option("--runs", type=click.IntRange(min=1, max=20), help="Repeat model runs N times (mean and std)."),
         click.option("--judge-model", help="AI judge model for code quality (reported separately)."),
         click.option("--skip-judge", is_flag=True, help="Skip the AI judge."),
         click.option("--timeout", "timeout_seconds", type=float, help="Grader timeout per test, seconds."),
         click.option("--image", help="Grader image (default wpbench-grader:dev)."),
+        click.option("--profile", type=click.Choice(["upstream", "wpbench"]),
+                     help="Execution profile: upstream WP-Bench's semantics or ours (default: upstream for "
+                          "upstream-format suites, else wpbench; see docs/profiles.md)."),
+        click.option("--prompt-templates", type=click.Path(exists=True, file_okay=False, path_type=Path),
+                     help="Folder with execution.txt / multiple_choice.txt / short_answer.txt prompt templates."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
@@ -77,6 +83,7 @@ def config_from_flags(params: dict[str, Any]) -> tuple[Config, RunMode]:
         "timeout_seconds": "grader.timeout_seconds",
         "image": "grader.image",
         "judge_model": "judge.model",
+        "profile": "run.profile",
     }
     for flag, key in simple.items():
         if params.get(flag) is not None:
@@ -91,8 +98,10 @@ def config_from_flags(params: dict[str, Any]) -> tuple[Config, RunMode]:
         overrides["models"] = [{"name": n} for n in _split(params["model_name"])]
     if params.get("skills"):
         overrides["skills.paths"] = [str(p) for p in params["skills"]]
-    if params.get("no_skills_include_references"):
-        overrides["skills.include_references"] = False
+    if params.get("skills_include_references") is not None:
+        overrides["skills.include_references"] = params["skills_include_references"]
+    if params.get("prompt_templates"):
+        overrides["run.prompt_templates"] = str(params["prompt_templates"])
     if params.get("skills_only"):
         overrides["skills.only"] = True
     if params.get("judge_model"):
@@ -103,8 +112,8 @@ def config_from_flags(params: dict[str, Any]) -> tuple[Config, RunMode]:
     chosen = [
         m
         for m, on in (
-            ("reference", params.get("check_reference_solution")),
-            ("exploits", params.get("check_exploits")),
+            ("reference", params.get("check_reference_solution") or config.run.check_reference_solution),
+            ("exploits", params.get("check_exploits") or config.run.check_exploits),
             ("completions", params.get("completions") is not None),
         )
         if on
@@ -132,7 +141,10 @@ def plan_from_flags(params: dict[str, Any]) -> tuple[Config, RunManifest]:
     from wpbench_k8s.pipeline import plan_run
 
     config, mode = config_from_flags(params)
-    manifest = plan_run(config, mode, completions=params.get("completions"), skills=load_skills(config))
+    dry_run = bool(params.get("dry_run") or config.run.dry_run)
+    manifest = plan_run(
+        config, mode, completions=params.get("completions"), skills=load_skills(config), dry_run=dry_run
+    )
     return config, manifest
 
 
@@ -148,7 +160,10 @@ def _plans_anything(params: dict[str, Any]) -> bool:
 def print_selection(console: Console, manifest: RunManifest) -> None:
     from rich.table import Table
 
-    table = Table(title=f"{len(manifest.selected_test_ids)} tests selected (seed {manifest.seed}, dry run)")
+    table = Table(
+        title=f"{len(manifest.selected_test_ids)} tests selected (seed {manifest.seed}, profile {manifest.profile}, "
+        "dry run)"
+    )
     for col in ("test id", "type", "category", "difficulty"):
         table.add_column(col)
     for test_id in manifest.selected_test_ids:

@@ -17,6 +17,7 @@ LiteLLM is imported on the first call, never at module import.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -203,12 +204,16 @@ def complete(
             after every retry. Its `usage` counts the attempts made.
     """
     policy = retry or RetryPolicy.from_env()
+    if model.max_retries is not None and retry is None:
+        policy = dataclasses.replace(policy, max_attempts=model.max_retries + 1)
     preflight(model.name)
     litellm = litellm_module()
     # max_retries=0: the OpenAI SDK under LiteLLM would otherwise retry on its own, uncounted.
     kwargs: dict[str, Any] = {"timeout": model.timeout_seconds, "max_retries": 0}
     if model.max_tokens is not None:
         kwargs["max_tokens"] = model.max_tokens
+    if model.top_p is not None:
+        kwargs["top_p"] = model.top_p
     send_temperature = model.temperature is not None and model.name not in _NO_TEMPERATURE
     attempts = _Attempts()
     while True:

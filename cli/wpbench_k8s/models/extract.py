@@ -218,11 +218,36 @@ def extract_files(text: str) -> Extraction:
     return Extraction(error='no JSON object with a "files" map in the completion')
 
 
-def extract(text: str, artifact_kind: str) -> Extraction:
-    return extract_files(text) if artifact_kind == "wp_plugin_files" else extract_php(text)
+def strip_outer_fence(text: str) -> str:
+    """Upstream WP-Bench's extraction: trim, drop a first line that opens a ``` fence, drop a final
+    ``` (and what follows it on that line), trim again. Prose before or after the fence, or a second
+    block, stays in the code, where PHP reports a parse error."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[-1]
+    if stripped.endswith("```"):
+        stripped = stripped.rsplit("```", 1)[0]
+    return stripped.strip()
 
 
-def extract_candidate(text: str, artifact_kind: str, label: str = "completion") -> Candidate:
-    """A `Candidate` from a raw completion: code or files, or `extraction_error` saying why not."""
-    found = extract(text, artifact_kind)
+_LEADING_OPEN_TAG = re.compile(r"^<\?php\s*", re.IGNORECASE)
+
+
+def extract_strict(text: str) -> Extraction:
+    """The upstream profile: one outer fence stripped, then the leading `<?php` its verifier strips."""
+    return Extraction(code=_LEADING_OPEN_TAG.sub("", strip_outer_fence(text), count=1))
+
+
+def extract(text: str, artifact_kind: str, *, strict: bool = False) -> Extraction:
+    if artifact_kind == "wp_plugin_files":
+        return extract_files(text)
+    return extract_strict(text) if strict else extract_php(text)
+
+
+def extract_candidate(text: str, artifact_kind: str, label: str = "completion", *, strict: bool = False) -> Candidate:
+    """A `Candidate` from a raw completion: code or files, or `extraction_error` saying why not.
+
+    `strict` (the upstream profile) strips one outer fence and nothing else; see `extract_strict`.
+    """
+    found = extract(text, artifact_kind, strict=strict)
     return Candidate(code=found.code, files=found.files, raw=text, extraction_error=found.error, label=label)

@@ -25,7 +25,8 @@ from wpbench_k8s.manifest import Candidate, ManifestItem, ModelSpec, RunManifest
 from wpbench_k8s.models import prompts
 from wpbench_k8s.models.client import ModelCallError, RetryPolicy, complete
 from wpbench_k8s.models.extract import extract_candidate
-from wpbench_k8s.models.knowledge import score_knowledge
+from wpbench_k8s.models.knowledge import score_for_profile
+from wpbench_k8s.profiles import ProfileName, get_profile
 from wpbench_k8s.records import Usage
 
 
@@ -54,6 +55,7 @@ def generate_candidate(
     prompt: str | None = None,
     *,
     retry: RetryPolicy | None = None,
+    profile: ProfileName = "wpbench",
 ) -> GenerationResult:
     """Ask `model` for an answer to `test`, with `skills` injected as a system message.
 
@@ -64,12 +66,13 @@ def generate_candidate(
         prompt: the user prompt the manifest stored (`ManifestItem.prompt`); built from the test
             when not given. Passing it keeps cluster and local runs byte-identical.
         retry: backoff policy; default from the environment (`RetryPolicy.from_env`).
+        profile: the run's execution profile (extraction, knowledge scoring, prompt hash form).
     Returns:
         The candidate and the usage spent; `error` set when no completion could be had.
     """
     prompt = prompt or prompts.build_prompt(test)
     label = candidate_label(model, skills)
-    phash = prompt_hash(prompt)
+    phash = prompt_hash(prompt, full=get_profile(profile).full_prompt_hash)
     try:
         reply = complete(model, prompts.messages(prompt, skills), retry=retry)
     except ModelCallError as exc:
@@ -84,10 +87,10 @@ def generate_candidate(
         temperature_dropped=reply.temperature_dropped,
     )
     if isinstance(test, KnowledgeTest):
-        scored = score_knowledge(test, reply.text)
+        scored = score_for_profile(test, reply.text, profile)
         result.answer, result.knowledge_score, result.knowledge_reason = reply.text, scored.score, scored.reason
         return result
-    candidate = extract_candidate(reply.text, test.artifact_kind, label)
+    candidate = extract_candidate(reply.text, test.artifact_kind, label, strict=get_profile(profile).strict_extraction)
     if candidate.extraction_error and reply.finish_reason == "length":
         candidate.extraction_error += " (the completion was cut off at max_tokens)"
     result.candidate = candidate
@@ -112,5 +115,7 @@ def generate_for_item(
     if model is None:
         raise InputError(f"item {item.item_id}: model {item.model!r} is not in the manifest's models")
     skills = list(manifest.skills) if item.variant == "with-skills" else []
-    result = generate_candidate(model, test_of(manifest, item.test_id), skills, item.prompt or None, retry=retry)
+    result = generate_candidate(
+        model, test_of(manifest, item.test_id), skills, item.prompt or None, retry=retry, profile=manifest.profile
+    )
     return item.model_copy(update={"candidate": result.candidate}), result

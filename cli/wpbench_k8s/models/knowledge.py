@@ -231,3 +231,59 @@ def score_knowledge(test: KnowledgeTest, answer: str, rules: str = DEFAULT_RULES
 def score_answer(test: KnowledgeTest, answer: str, rules: str = DEFAULT_RULES) -> float:
     """1.0 or 0.0 (what `Record.scores.correctness` holds for a knowledge test)."""
     return score_knowledge(test, answer, rules).score
+
+
+# --- upstream profile: WP-Bench's own knowledge scoring ------------------------------------------
+# Multiple choice: a leading letter (optionally "The correct answer is", "Option:", brackets) decides;
+# without one, the correct choice's text anywhere in the answer scores 1. Short answer: after one
+# outer code fence is stripped, trimmed, casefolded and whitespace-collapsed, equality or (for both
+# answer_type exact and contains) the expected text as a substring scores 1.
+_UPSTREAM_CHOICE = re.compile(
+    r"^\s*(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s*(?:is|:)\s*)?[\(\[]?([A-Z])(?:[\)\].:\-,\s]|$)",
+    re.IGNORECASE,
+)
+
+
+def upstream_answer(raw: str) -> str:
+    """What upstream stores as a knowledge record's `output.answer`: one outer fence stripped."""
+    from wpbench_k8s.models.extract import strip_outer_fence
+
+    return strip_outer_fence(raw).strip()
+
+
+def _upstream_normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", upstream_answer(text).casefold())
+
+
+def score_knowledge_upstream(test: KnowledgeTest, answer: str) -> KnowledgeScore:
+    # Upstream strips the fence once when it stores the answer and again inside its scorer.
+    given = upstream_answer(answer)
+    if not test.correct_answer:
+        return KnowledgeScore(0.0, given, "no correct_answer")
+    if test.choices:
+        key_text = upstream_answer(given)
+        match = _UPSTREAM_CHOICE.match(key_text) if key_text else None
+        if match:
+            letter = match.group(1).upper()
+            ok = letter == test.correct_answer.upper()
+            return KnowledgeScore(1.0 if ok else 0.0, letter, "correct" if ok else f"chose {letter}")
+        text = next((c.text for c in test.choices if c.key.upper() == test.correct_answer.upper()), "")
+        want = _upstream_normalise(text)
+        ok = bool(want) and want in _upstream_normalise(given)
+        return KnowledgeScore(1.0 if ok else 0.0, given, "correct choice text quoted" if ok else "no choice letter")
+    expected, actual = _upstream_normalise(test.correct_answer), _upstream_normalise(given)
+    if not expected or not actual:
+        return KnowledgeScore(0.0, given, "empty answer")
+    if actual == expected:
+        return KnowledgeScore(1.0, given, "exact match")
+    if (test.answer_type or "exact") in ("exact", "contains") and expected in actual:
+        return KnowledgeScore(1.0, given, "expected text contained")
+    return KnowledgeScore(0.0, given, "no match")
+
+
+RULES["upstream"] = score_knowledge_upstream
+
+
+def score_for_profile(test: KnowledgeTest, answer: str, profile: str) -> KnowledgeScore:
+    """The knowledge rules a run's execution profile names (`RULES`: "upstream" or "wpbench")."""
+    return score_knowledge(test, answer, profile)

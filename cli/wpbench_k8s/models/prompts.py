@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest
 from wpbench_k8s.manifest import SkillSpec
+from wpbench_k8s.models.templates import PromptTemplates, render
 
 PHP_SNIPPET_INSTRUCTIONS = (
     "Write the WordPress PHP code for this task. It is loaded as a single PHP file inside a "
@@ -60,7 +61,29 @@ def knowledge_prompt(test: KnowledgeTest) -> str:
     return "\n\n".join(parts)
 
 
-def build_prompt(test: ExecutionTest | KnowledgeTest) -> str:
+def template_prompt(test: ExecutionTest | KnowledgeTest, templates: PromptTemplates) -> str | None:
+    """The test rendered with the user's template for its type, or None when there is none."""
+    kind = "execution" if isinstance(test, ExecutionTest) else test.type
+    template = templates.by_type.get(kind)
+    if template is None:
+        return None
+    if isinstance(test, ExecutionTest):
+        values = {
+            "prompt": test.prompt,
+            "requirements": "\n".join(f"- {r}" for r in test.requirements),
+            "test_function": test.test_function or "",
+        }
+    else:
+        values = {"prompt": test.prompt, "choices": "\n".join(f"{c.key}. {c.text}" for c in test.choices)}
+    return render(template, values)
+
+
+def build_prompt(test: ExecutionTest | KnowledgeTest, templates: PromptTemplates | None = None) -> str:
+    """Our wording, or the user's template for the test's type when the run names templates."""
+    if templates is not None:
+        rendered = template_prompt(test, templates)
+        if rendered is not None:
+            return rendered
     return execution_prompt(test) if isinstance(test, ExecutionTest) else knowledge_prompt(test)
 
 
