@@ -254,6 +254,34 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> C
         raise InputError(f"{where}: {key}: {msg}") from exc
 
 
+# Upstream keys this project accepts so upstream configs load, but which change nothing here.
+_NO_EFFECT = {
+    ("grader", "setup_timeout_seconds"): "the WordPress site is installed when the grader image is built, "
+    "so there is no per-run setup to time out; each test's container counts against grader.timeout_seconds",
+    ("grader", "base_url"): "the grader image's site URL is fixed when the image is built "
+    "(runtime/php/wp/wp-config.php) and no HTTP port is exposed",
+    ("run", "execution_isolation"): "every execution test always gets a fresh grader container "
+    "(reset_per_test is the only behaviour)",
+    ("grader", "container_name"): "every test gets its own container, named by the executor",
+    ("grader", "concurrency"): "grader concurrency is run.execution_concurrency",
+    ("run", "concurrency"): "model calls and grading share run.execution_concurrency",
+    ("output", "save_prompts"): "prompts are always kept (each manifest item stores its prompt)",
+    ("output", "save_artifacts_dir"): "candidate code is in every record's output.code",
+    ("dataset", "revision"): "the Hub is not reached from here; export the dataset and set dataset.path",
+    ("dataset", "split"): "the Hub is not reached from here; export the dataset and set dataset.path",
+    ("dataset", "cache_dir"): "the Hub is not reached from here; export the dataset and set dataset.path",
+}
+
+
+def ignored_settings(config: Config) -> list[str]:
+    """One warning per upstream key the config sets that has no effect here, saying why."""
+    return [
+        f"{section}.{key} has no effect here: {why}"
+        for (section, key), why in _NO_EFFECT.items()
+        if key in getattr(config, section).model_fields_set
+    ]
+
+
 def repo_root() -> Path:
     """The checkout this package runs from (cli/wpbench_k8s -> repo)."""
     return Path(__file__).resolve().parents[2]

@@ -24,6 +24,7 @@ from fake_provider import FakeProvider, Reply, has_system, rate_limited, server_
 from wpbench_k8s.cli import main
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, load_suite
 from wpbench_k8s.executor.base import Executor, GraderSpec, register_executor
+from wpbench_k8s.models.knowledge import score_answer
 from wpbench_k8s.models.prompts import build_prompt
 from wpbench_k8s.outcome import GraderFacts
 from wpbench_runtime.contract import GradeTask, Scores, Verdict
@@ -292,4 +293,5 @@ def test_generate_for_item_fills_manifest_items_like_the_local_pipeline(provider
             expected = test.reference_solution if item.variant == "with-skills" else "function wpbp_nothing() {}"
             assert _norm(filled.candidate.code) == _norm(expected)
         else:
-            assert result.knowledge_score == (1.0 if item.variant == "with-skills" else 0.0)
+            assert isinstance(test, KnowledgeTest) and result.answer is not None
+            assert score_answer(test, result.answer) == (1.0 if item.variant == "with-skills" else 0.0)

@@ -1,8 +1,10 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from wpbench_k8s.config import load_config
+from wpbench_k8s.config import ignored_settings, load_config
 from wpbench_k8s.errors import InputError
 
 UPSTREAM_EXAMPLE = """
@@ -80,3 +82,24 @@ def test_shipped_example_config_loads():
     cfg = load_config(repo_root() / "wp-bench.example.yaml")
     assert cfg.suite_name == "wpk-core-v1"
     assert cfg.grader.limits.memory_mb == 512
+
+
+def test_upstream_keys_with_no_effect_here_are_named_with_the_reason(tmp_path):
+    assert ignored_settings(load_config(None)) == []
+    warnings = ignored_settings(load_config(write(tmp_path, UPSTREAM_EXAMPLE)))
+    assert [w.split(" ")[0] for w in warnings] == ["grader.setup_timeout_seconds", "run.execution_isolation"]
+    assert "grader.timeout_seconds" in warnings[0] and "fresh grader container" in warnings[1]
+    base = ignored_settings(load_config(None, {"grader.base_url": "http://localhost:8888"}))
+    assert base == [base[0]] and base[0].startswith("grader.base_url has no effect here: ")
+
+
+def test_cli_prints_the_warnings_and_still_runs(tmp_path, mini_suite):
+    cfg = tmp_path / "wp-bench.yaml"
+    cfg.write_text("grader:\n  setup_timeout_seconds: 600\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "wpbench_k8s", "run", "--config", str(cfg), "--dataset-path", str(mini_suite),
+         "--check-reference-solution", "--dry-run"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "warning: grader.setup_timeout_seconds has no effect here" in out.stderr

@@ -12,7 +12,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from wpbench_k8s.config import Config, load_config
+from wpbench_k8s.config import Config, ignored_settings, load_config
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS
 from wpbench_k8s.manifest import RunManifest, RunMode, SkillSpec
@@ -109,6 +109,8 @@ def config_from_flags(params: dict[str, Any]) -> tuple[Config, RunMode]:
     if params.get("skip_judge"):
         overrides["judge.skip"] = True
     config = load_config(params.get("config_path"), overrides)
+    for warning in ignored_settings(config):
+        click.echo(f"warning: {warning}", err=True)
     chosen = [
         m
         for m, on in (

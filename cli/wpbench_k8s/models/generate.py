@@ -6,7 +6,8 @@ turns the completion into a `Candidate`:
 
 - execution tests: the extracted PHP code or plugin files map, or `extraction_error` when the
   completion holds nothing gradable (a model failure: graded as failed, not retried);
-- knowledge tests: the raw answer in `Candidate.raw` and `answer`, and its 0/1 score.
+- knowledge tests: the raw answer in `Candidate.raw` and `answer` (scored later, once, by the
+  pipeline's knowledge step).
 
 A provider problem (unknown model, missing key, outage after retries) is not raised: it comes back
 as `error` (one line naming the model) with the usage spent, so the caller marks the record errored
@@ -21,27 +22,22 @@ from pydantic import BaseModel, ConfigDict
 
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.manifest import Candidate, ManifestItem, ModelSpec, RunManifest, SkillSpec, prompt_hash
+from wpbench_k8s.manifest import Candidate, ManifestItem, ModelSpec, RunManifest, SkillSpec
 from wpbench_k8s.models import prompts
 from wpbench_k8s.models.client import ModelCallError, RetryPolicy, complete
 from wpbench_k8s.models.extract import extract_candidate
-from wpbench_k8s.models.knowledge import score_for_profile
 from wpbench_k8s.profiles import ProfileName, get_profile
 from wpbench_k8s.records import Usage
 
 
 class GenerationResult(BaseModel):
+    """What one model call gave: the candidate, the usage spent, and why there is none if so."""
+
     model_config = ConfigDict(extra="forbid")
     candidate: Candidate
     usage: Usage
     error: str | None = None  # provider/config failure: the record is errored, not failed
-    error_kind: str | None = None  # ModelCallError.kind
-    prompt_hash: str = ""
     answer: str | None = None  # knowledge tests: the model's answer text
-    knowledge_score: float | None = None  # knowledge tests: 1.0 or 0.0
-    knowledge_reason: str = ""
-    finish_reason: str | None = None
-    temperature_dropped: bool = False
 
 
 def candidate_label(model: ModelSpec, skills: Sequence[SkillSpec]) -> str:
@@ -72,29 +68,16 @@ def generate_candidate(
     """
     prompt = prompt or prompts.build_prompt(test)
     label = candidate_label(model, skills)
-    phash = prompt_hash(prompt, full=get_profile(profile).full_prompt_hash)
     try:
         reply = complete(model, prompts.messages(prompt, skills), retry=retry)
     except ModelCallError as exc:
-        return GenerationResult(
-            candidate=Candidate(label=label), usage=exc.usage, error=str(exc), error_kind=exc.kind, prompt_hash=phash
-        )
-    result = GenerationResult(
-        candidate=Candidate(raw=reply.text, label=label),
-        usage=reply.usage,
-        prompt_hash=phash,
-        finish_reason=reply.finish_reason,
-        temperature_dropped=reply.temperature_dropped,
-    )
+        return GenerationResult(candidate=Candidate(label=label), usage=exc.usage, error=str(exc))
     if isinstance(test, KnowledgeTest):
-        scored = score_for_profile(test, reply.text, profile)
-        result.answer, result.knowledge_score, result.knowledge_reason = reply.text, scored.score, scored.reason
-        return result
+        return GenerationResult(candidate=Candidate(raw=reply.text, label=label), usage=reply.usage, answer=reply.text)
     candidate = extract_candidate(reply.text, test.artifact_kind, label, strict=get_profile(profile).strict_extraction)
     if candidate.extraction_error and reply.finish_reason == "length":
         candidate.extraction_error += " (the completion was cut off at max_tokens)"
-    result.candidate = candidate
-    return result
+    return GenerationResult(candidate=candidate, usage=reply.usage)
 
 
 def generate_for_item(

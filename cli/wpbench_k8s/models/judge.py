@@ -208,10 +208,6 @@ class Judge:
     rubric: Rubric
     retry: RetryPolicy | None = None
 
-    @classmethod
-    def from_names(cls, model: str, rubric_path: str | Path | None = None) -> Judge:
-        return cls(judge_spec(model), load_rubric(rubric_path))
-
     def annotate(self, record: Record, test: ExecutionTest, candidate: Candidate) -> Record:
         """Judge the candidate and return the record with `scores.quality` and `judge` filled.
 
