@@ -60,6 +60,8 @@ def model_run(tmp_path: Path, *, runs: int = 1, name: str = "results") -> tuple[
         else:
             record = build_record(manifest, item, _verdict(item.test_id, good), usage=usage)
         record.output.code = HOSTILE if item.model == "openai/b" else "add_action('init', 'x');"
+        if item.model == "openai/a" and item.test_type == "execution":
+            record.scores.quality = 0.8  # as the AI judge would set it
         records.append(record)
     summary = summarize(manifest, records, executor="docker", started_at="s", finished_at="f",
                         extra=mode_sections(manifest, records))  # fmt: skip
@@ -82,9 +84,10 @@ def test_leaderboard_numbers_are_the_summary_numbers(tmp_path: Path) -> None:
         assert entry.knowledge == agg["knowledge"]["accuracy"]
         assert entry.statuses == agg["statuses"]
         assert entry.categories == {c: v["score"] for c, v in row["categories"].items()}
+        assert entry.quality == row["quality"]
     a, b = report.entries
     # what the data was made to be: a right everywhere; b right on basic tests only, knowledge wrong
-    assert (a.score, a.execution_pass_rate, a.knowledge) == (1.0, 1.0, 1.0)
+    assert (a.score, a.execution_pass_rate, a.knowledge, a.quality, b.quality) == (1.0, 1.0, 1.0, 0.8, None)
     assert (b.execution_pass_rate, b.knowledge, b.excluded) == (0.6667, 0.0, 1)  # 2 of 3 counted
     assert a.difficulties == {"basic": 1.0, "intermediate": 1.0}
     assert b.difficulties == {"basic": 1.0, "intermediate": 0.0}
@@ -125,6 +128,7 @@ def test_page_is_self_contained_and_escapes_model_output(tmp_path: Path) -> None
     assert size == len(html.encode())
     assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", html)  # nothing fetched at view time
     assert "alert('owned')" not in html
+    assert "<th>judge quality</th>" in html  # a judged model: the leaderboard shows the column
     packed = re.search(r'id="records-data">([^<]+)<', html)
     assert packed is not None
     records = json.loads(gzip.decompress(base64.b64decode(packed.group(1))))
