@@ -94,7 +94,7 @@ function drill(record) {
   body.append(
     dl([["run", r.run], ["category", r.category], ["difficulty", r.difficulty], ["type", r.type],
       ["status", r.status], ["reason", r.reason], ["grader duration", r.duration_ms + " ms"],
-      ["infra retries", r.infra_retries || null],
+      ["infra retries", r.infra_retries || null], ["verdict", r.cached ? "from the verdict cache (graded by an earlier run)" : null],
       ["score", `correctness ${fmt(sc.correctness)} · execution pass ${sc.execution_pass ? "yes" : "no"} · runtime ${fmt(sc.runtime)} · static ${fmt(sc.static)} · static policy ${sc.static_policy_pass ? "pass" : "fail"}` + (sc.quality !== null && sc.quality !== undefined ? ` · judge quality ${fmt(sc.quality)}` : "")],
       ["excluded", r.counted ? null : "yes: " + (r.error || r.status)]]));
   body.append(el("h3", {}, "Prompt"), r.prompt ? el("pre", {}, r.prompt) : el("p", { class: "hint" }, "not available (see the note at the top)"));

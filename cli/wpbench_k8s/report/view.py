@@ -168,6 +168,7 @@ def record_view(index: int, run: str, record: Record, prompt: str | None) -> dic
         "reason": record.grader.reason,
         "duration_ms": record.grader.duration_ms,
         "infra_retries": record.grader.infra_retries,
+        "cached": record.cached,
         "scores": record.scores.model_dump(),
         "prompt": prompt,
         "code_html": _highlight(output.code) if output.code else None,
