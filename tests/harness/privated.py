@@ -21,6 +21,10 @@ from pathlib import Path
 
 ROOT = Path(os.environ.get("WPBENCH_PRIVATE_DOCKERD", "/var/cache/wpbench/private-dockerd"))
 RUN = Path("/run/wpbench-pd")  # short: a unix socket path is at most 107 bytes
+# Its own bridge: with `--bridge none` dockerd deletes the host's `docker0` at start, which belongs to
+# the machine's engine. Grader containers use no network; the bridge only has to exist, with an
+# address of its own (no route leaves it).
+BRIDGE, BRIDGE_ADDRESS = "wpbpd0", "10.254.213.1/24"
 
 
 @dataclass
@@ -42,7 +46,7 @@ class PrivateDaemon:
 
     def argv(self) -> list[str]:
         return ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.run / "exec"),
-                "--pidfile", str(self.pidfile), "-H", self.host, "--bridge", "none", "--iptables=false",
+                "--pidfile", str(self.pidfile), "-H", self.host, "--bridge", BRIDGE, "--iptables=false",
                 "--ip-masq=false", "--ip-forward=false", "--cgroup-parent", "wpbench-private",
                 "--shutdown-timeout", "10"]  # fmt: skip
 
@@ -67,6 +71,10 @@ class PrivateDaemon:
             raise RuntimeError("dockerd not installed")
         self.run.mkdir(parents=True, exist_ok=True)
         (self.root / "data").mkdir(parents=True, exist_ok=True)
+        if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode != 0:
+            subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True)
+            subprocess.run(["ip", "addr", "add", BRIDGE_ADDRESS, "dev", BRIDGE], check=True)
+            subprocess.run(["ip", "link", "set", BRIDGE, "up"], check=True)
         log = (self.run / "dockerd.log").open("ab")
         subprocess.Popen(self.argv(), stdout=log, stderr=log, start_new_session=True)
         deadline = time.monotonic() + timeout

@@ -23,6 +23,7 @@ def test_bench_prints_the_ratio(grader_image: str) -> None:
             "1",
             "--warmup",
             "0",
+            "--no-suite",
             "--json",
         ],
         capture_output=True,
