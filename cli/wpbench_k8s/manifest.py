@@ -67,6 +67,14 @@ class ManifestItem(BaseModel):
     candidate: Candidate | None = None  # None until generation fills it (model runs)
     task: GradeTask | None = None  # execution tests only; its code/files come from candidate
 
+    def with_candidate(self, candidate: Candidate) -> ManifestItem:
+        """This item holding `candidate`, its grader task (if any) carrying the candidate's code or files.
+
+        The one place a candidate is put into a task: planning, a local run and the controller all call it.
+        """
+        task = self.task.model_copy(update={"code": candidate.code, "files": candidate.files}) if self.task else None
+        return self.model_copy(update={"candidate": candidate, "task": task})
+
 
 class RunManifest(BaseModel):
     model_config = ConfigDict(extra="forbid")

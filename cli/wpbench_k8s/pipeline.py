@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import concurrent.futures as futures
-import re
 import secrets
 import threading
 import time
@@ -19,34 +18,29 @@ from typing import Any
 
 from tenacity import RetryCallState, Retrying, retry_if_result, wait_exponential
 
-from wpbench_k8s import upstream_compat
 from wpbench_k8s.cache import VerdictCache, verdict_key
-from wpbench_k8s.candidates import exploit_battery, load_completions, reference_candidate
 from wpbench_k8s.config import Config, default_datasets_dir
 from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite, load_suite
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, Executor, GraderSpec
-from wpbench_k8s.knowledge_baselines import baseline_completions
-from wpbench_k8s.manifest import (
-    Candidate,
-    ManifestItem,
-    ModelSpec,
-    RunManifest,
-    RunMode,
-    SkillSpec,
-    prompt_hash,
-)
+from wpbench_k8s.manifest import ManifestItem, ModelSpec, RunManifest, RunMode, SkillSpec
 from wpbench_k8s.models.templates import load_templates
 from wpbench_k8s.outcome import Decision, Infra, decide_outcome, settle
 from wpbench_k8s.profiles import Profile, ProfileName, get_profile
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
 from wpbench_k8s.selection import select_tests
+from wpbench_k8s.sources import (
+    CandidateSource,
+    CompletionsSource,
+    ExploitSource,
+    ModelSource,
+    Plan,
+    ReferenceSource,
+)
 from wpbench_runtime.contract import GradeTask, Scores, Verdict
 
 INFRA_ATTEMPTS = 3
-REFERENCE_MODEL = "reference-solution"
-EXPLOIT_MODEL = "exploit-battery"
 
 
 def load_run_suite(config: Config) -> Suite:
@@ -87,34 +81,21 @@ def new_run_id() -> str:
     return secrets.token_hex(6)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "x"
-
-
-def task_for(
-    test: ExecutionTest, candidate: Candidate | None, grader: GraderSpec, profile: ProfileName = "wpbench"
-) -> GradeTask:
-    """The grader task for one candidate of one execution test (checks read as the profile reads them)."""
-    static, runtime = test.static_checks, test.runtime_checks
-    if profile == "upstream":
-        static, runtime = upstream_compat.static_checks(static), upstream_compat.runtime_checks(runtime)
-    return GradeTask(
-        test_id=test.id,
-        artifact_kind=test.artifact_kind,
-        code=candidate.code if candidate else None,
-        files=candidate.files if candidate else None,
-        static_checks=static,
-        runtime_checks=runtime,
-        test_function=test.test_function,
-        timeout_seconds=min(test.timeout_seconds or grader.timeout_seconds, grader.timeout_seconds),
-    )
-
-
-def _model_prompt(test: AnyTest, templates: Any | None) -> str:
-    from wpbench_k8s.models import prompts  # no litellm import on this path
-
-    text: str = prompts.build_prompt(test, templates)
-    return text
+def candidate_source(
+    config: Config, mode: RunMode, profile: Profile, *, completions: Path | None, with_skills: bool, dry_run: bool
+) -> CandidateSource:
+    """The source of a mode's candidates, configured from the run's settings."""
+    if mode == "reference":
+        return ReferenceSource()
+    if mode == "exploits":
+        return ExploitSource()
+    if mode == "completions":
+        return CompletionsSource(completions)
+    if not config.models and not dry_run:
+        raise InputError("models: no model given (set models: in the config or pass --model-name)")
+    variants = (["with-skills"] if config.skills.only else ["baseline", "with-skills"]) if with_skills else ["baseline"]
+    templates = load_templates(Path(config.run.prompt_templates)) if config.run.prompt_templates else None
+    return ModelSource(model_specs(config, profile), variants, config.run.runs, templates)
 
 
 def plan_run(
@@ -139,76 +120,10 @@ def plan_run(
     grader = grader or GraderSpec(
         image=config.grader.image, timeout_seconds=config.grader.timeout_seconds, limits=config.grader.limits
     )
-    items: list[ManifestItem] = []
-    models: list[ModelSpec] = []
     skills = skills or []
-    if mode == "reference":
-        for test in selected:
-            assert isinstance(test, ExecutionTest)
-            cand = reference_candidate(test)
-            items.append(
-                ManifestItem(item_id=test.id, test_id=test.id, model=REFERENCE_MODEL, candidate=cand,
-                             task=task_for(test, cand, grader, profile.name))
-            )  # fmt: skip
-    elif mode == "exploits":
-        # Knowledge tests get the know-nothing baselines; rivals for hedges come from the whole suite.
-        replies = baseline_completions(suite.knowledge)
-        for test in selected:
-            if isinstance(test, KnowledgeTest):
-                for name, by_test in replies.items():
-                    if test.id in by_test:
-                        label = f"exploit:{name}"
-                        items.append(
-                            ManifestItem(item_id=f"{test.id}--{name}", test_id=test.id, test_type="knowledge",
-                                         model=EXPLOIT_MODEL, variant=label,
-                                         candidate=Candidate(raw=by_test[test.id], label=label))
-                        )  # fmt: skip
-                continue
-            for cand in exploit_battery(test):
-                items.append(
-                    ManifestItem(item_id=f"{test.id}--{_slug(cand.label.removeprefix('exploit:'))}",
-                                 test_id=test.id, model=EXPLOIT_MODEL, variant=cand.label, candidate=cand,
-                                 task=task_for(test, cand, grader, profile.name))
-                )  # fmt: skip
-    elif mode == "completions":
-        if completions is None:
-            raise InputError("--completions: a completions file is required for this mode")
-        kinds = {t.id: t.artifact_kind if isinstance(t, ExecutionTest) else "knowledge" for t in suite.all_tests()}
-        lines = load_completions(completions, kinds)
-        chosen = {t.id: t for t in selected}
-        for line in lines:
-            if line.test_id not in chosen:
-                continue
-            test = chosen[line.test_id]
-            cand = _completion_candidate(test, line.code, line.files, line.completion, profile.name)
-            items.append(
-                ManifestItem(item_id=f"{test.id}--{_slug(line.model)}--{_slug(line.variant)}", test_id=test.id,
-                             test_type=test.test_type, model=line.model, variant=line.variant, candidate=cand,
-                             task=task_for(test, cand, grader, profile.name) if isinstance(test, ExecutionTest)
-                             else None)
-            )  # fmt: skip
-        if not items:
-            raise InputError(f"{completions}: no completions for the selected tests")
-    else:
-        if not config.models and not dry_run:
-            raise InputError("models: no model given (set models: in the config or pass --model-name)")
-        models = model_specs(config, profile)
-        templates = load_templates(Path(config.run.prompt_templates)) if config.run.prompt_templates else None
-        variants = (["with-skills"] if config.skills.only else ["baseline", "with-skills"]) if skills else ["baseline"]
-        for model in models:
-            for variant in variants:
-                for run_no in range(1, config.run.runs + 1):
-                    for test in selected:
-                        prompt = _model_prompt(test, templates)
-                        suffix = f"--r{run_no}" if config.run.runs > 1 else ""
-                        items.append(
-                            ManifestItem(item_id=f"{test.id}--{_slug(model.name)}--{variant}{suffix}",
-                                         test_id=test.id, test_type=test.test_type, model=model.name,
-                                         variant=variant, prompt=prompt,
-                                         prompt_hash=prompt_hash(prompt, full=profile.full_prompt_hash),
-                                         task=task_for(test, None, grader, profile.name)
-                                         if isinstance(test, ExecutionTest) else None)
-                        )  # fmt: skip
+    source = candidate_source(config, mode, profile, completions=completions, with_skills=bool(skills), dry_run=dry_run)
+    items = source.items(Plan(suite, selected, grader, profile))
+    models = source.models if isinstance(source, ModelSource) else []
     with_items = {i.test_id for i in items}
     selected_ids = [t.id for t in selected if t.id in with_items or (dry_run and mode == "models")]
     judge, rubric = _judge_settings(config, mode)
@@ -249,20 +164,6 @@ def judge_for(manifest: RunManifest) -> Any | None:
     from wpbench_k8s.models.judge import Judge, Rubric
 
     return Judge(manifest.judge, Rubric.model_validate(manifest.judge_rubric))
-
-
-def _completion_candidate(
-    test: AnyTest, code: str | None, files: dict[str, str] | None, completion: str | None, profile: ProfileName
-) -> Candidate:
-    if code is not None or files is not None:
-        return Candidate(code=code, files=files, raw=completion or "", label="completion")
-    assert completion is not None
-    if isinstance(test, KnowledgeTest):
-        return Candidate(raw=completion, label="completion")
-    from wpbench_k8s.models import extract
-
-    candidate: Candidate = extract.extract_candidate(completion, test.artifact_kind, strict=profile == "upstream")
-    return candidate
 
 
 def test_of(manifest: RunManifest, test_id: str) -> AnyTest:
@@ -377,7 +278,7 @@ class ItemGrader:
                 model, test_of(manifest, item.test_id), skills, item.prompt, profile=manifest.profile
             )
             usage = result.usage
-            item = item.model_copy(update={"candidate": result.candidate})
+            item = item.with_candidate(result.candidate)
             if result.error:
                 return build_record(manifest, item, None, usage=usage, error=result.error)
             answer = getattr(result, "answer", None)
@@ -391,7 +292,7 @@ class ItemGrader:
             scored = score_for_profile(test, text, manifest.profile)
             return build_record(manifest, item, None, usage=usage, knowledge_score=scored.score, answer=text)
         assert item.task is not None
-        task = item.task.model_copy(update={"code": item.candidate.code, "files": item.candidate.files})
+        task = item.task
         if item.candidate.extraction_error:
             return build_record(manifest, item, _unextractable(task, item.candidate.extraction_error), usage=usage)
         key = verdict_key(manifest, task) if self.cache else ""
