@@ -123,20 +123,51 @@ def _stored_answer(raw: str, profile: str) -> str:
 # PHP issue levels upstream's error handler turns into exceptions (with WP_DEBUG on, _doing_it_wrong()
 # and deprecation notices arrive as E_USER_NOTICE / E_USER_DEPRECATED, so they count too).
 _UPSTREAM_ERROR_LEVELS = ("Warning", "Notice", "Deprecated", "Unknown error")
+# Upstream installs its handler after boot and ignores anything its teardown throws.
+_UPSTREAM_IGNORED_PHASES = ("boot", "teardown")
 
 
 def php_issues_as_error(verdict: Verdict) -> Verdict:
-    """Upstream profile: a PHP warning, notice or deprecation makes the run an execution error (score 0)."""
-    issues = [i for i in verdict.php_issues if i.level in _UPSTREAM_ERROR_LEVELS]
+    """Upstream profile: a PHP warning, notice or deprecation is an exception.
+
+    Raised in setup or candidate code (or where the grader did not say), it is an execution error:
+    status `error`, nothing passes, runtime 0. Raised inside an assertion, that assertion fails
+    and the others keep their result, as upstream catches exceptions per assertion.
+    """
+    issues = [
+        i for i in verdict.php_issues if i.level in _UPSTREAM_ERROR_LEVELS and i.phase not in _UPSTREAM_IGNORED_PHASES
+    ]
     if not issues or verdict.status not in ("passed", "failed"):
         return verdict
-    first = issues[0]
+    note = "(upstream profile: PHP notices, warnings and deprecations are errors)"
+    in_assertions: dict[int, str] = {}
+    for issue in issues:
+        index = issue.phase.removeprefix("assertion:")
+        if not issue.phase.startswith("assertion:") or not index.lstrip("-").isdigit():
+            return verdict.model_copy(
+                update={
+                    "status": "error",
+                    "reason": f"PHP {issue.level}: {issue.message} {note}",
+                    "scores": verdict.scores.model_copy(update={"execution_pass": False, "runtime": 0.0}),
+                }
+            )
+        in_assertions.setdefault(int(index), f"PHP {issue.level}: {issue.message}")
+    assertions = [
+        a.model_copy(update={"passed": False, "message": f"{in_assertions[a.index]} {note}"})
+        if a.index in in_assertions
+        else a
+        for a in verdict.assertions
+    ]
+    scored = [a for a in assertions if a.scored]
+    total = sum(a.weight for a in scored)
+    runtime = round(sum(a.weight for a in scored if a.passed) / total, 6) if total > 0 else 0.0
+    first = min(in_assertions)
     return verdict.model_copy(
         update={
-            "status": "error",
-            "reason": f"PHP {first.level}: {first.message} (upstream profile: PHP notices, warnings and "
-            "deprecations are execution errors)",
-            "scores": verdict.scores.model_copy(update={"execution_pass": False, "runtime": 0.0}),
+            "status": "failed",
+            "reason": f"assertion #{first}: {in_assertions[first]} {note}",
+            "assertions": assertions,
+            "scores": verdict.scores.model_copy(update={"execution_pass": False, "runtime": runtime}),
         }
     )
 

@@ -156,6 +156,7 @@ class PhpIssue(_Strict):
     message: str
     file: str = ""
     line: int = 0
+    phase: str = ""  # boot, setup, candidate, assertion:N, teardown ("" when not known, e.g. a fatal error)
 
 
 class Scores(_Strict):

@@ -166,8 +166,11 @@ function decide( Outcome $o ): void {
 	$run      = $o->run;
 	$protocol = $run['protocol'];
 	foreach ( $protocol->events as $event ) {
+		// Where each issue was raised (boot, setup, candidate, assertion:N, teardown): profiles that
+		// treat notices as errors need it (an upstream-profile notice fails only its own assertion).
+		$phase = 'assertion' === $event['event'] ? 'assertion:' . (int) ( $event['index'] ?? 0 ) : (string) $event['event'];
 		foreach ( $event['issues'] ?? array() as $issue ) {
-			$o->issues[] = $issue;
+			$o->issues[] = \is_array( $issue ) ? $issue + array( 'phase' => $phase ) : $issue;
 		}
 	}
 	$ended = $protocol->first( 'ended' );
@@ -369,6 +372,7 @@ function verdict( Outcome $o, array $info, float $started ): array {
 				'message' => (string) ( $i['message'] ?? '' ),
 				'file'    => (string) ( $i['file'] ?? '' ),
 				'line'    => (int) ( $i['line'] ?? 0 ),
+				'phase'   => (string) ( $i['phase'] ?? '' ),
 			),
 			$issues
 		),
