@@ -42,10 +42,12 @@ def _verdict(test_id: str, passed: bool) -> Verdict:
     )  # fmt: skip
 
 
-def model_run(tmp_path: Path, *, runs: int = 1, name: str = "results") -> tuple[Path, RunManifest, list[Record]]:
+def model_run(
+    tmp_path: Path, *, runs: int = 1, name: str = "results", profile: str = "wpbench"
+) -> tuple[Path, RunManifest, list[Record]]:
     """Two models over the mini suite, written as a run writes them: model a gets everything right;
     model b passes only basic tests and answers knowledge wrongly; one of b's records errored."""
-    config = load_config(None, {"dataset.path": str(MINI), "run.runs": runs,
+    config = load_config(None, {"dataset.path": str(MINI), "run.runs": runs, "run.profile": profile,
                                 "models": [{"name": "openai/a"}, {"name": "openai/b"}]})  # fmt: skip
     manifest = plan_run(config, "models")
     records = []
@@ -217,3 +219,20 @@ def test_long_model_names_stay_distinct_on_chart_axes(tmp_path: Path) -> None:
     a.label, b.label = "exploit [" + "x" * 60 + "1]", "exploit [" + "x" * 60 + "2]"
     labels = short_labels([a, b])
     assert len(set(labels)) == 2 and all(len(label) <= 43 for label in labels)
+
+
+def test_upstream_profile_heads_with_the_summary_headline(tmp_path: Path) -> None:
+    path, _, _ = model_run(tmp_path, profile="upstream")
+    summary = json.loads(path.read_text())
+    report = build_view([load_run(path)])
+    a, b = report.entries
+    for entry in (a, b):
+        assert entry.headline == summary["models"][entry.key]["scores"]["overall"]
+    # upstream's headline is the execution pass rate: b passed 1 of 2 execution tests, its mean score is lower
+    assert (b.headline, b.score) == (0.5, 0.25) and report.headline_differs
+    out = tmp_path / "r.html"
+    write_report([path], out)
+    html = out.read_text()
+    assert "<th>overall</th>" in html and "<th>profile</th><td>upstream</td>" in html
+    wpbench_path, _, _ = model_run(tmp_path, name="ours")
+    assert not build_view([load_run(wpbench_path)]).headline_differs  # our headline is the score

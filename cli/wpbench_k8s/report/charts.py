@@ -92,7 +92,7 @@ def _heatmap(chart_id: str, title: str, entries: list[Entry], columns: list[str]
 def radar_chart(entries: list[Entry], categories: list[str]) -> Chart | None:
     """Category scores of the top models (by score), like upstream's notebook, over the categories
     all of them were graded in (a missing category is not a zero). Needs three such categories."""
-    top = sorted((e for e in entries if e.score is not None), key=lambda e: -(e.score or 0))[:RADAR_MODELS]
+    top = sorted((e for e in entries if e.headline is not None), key=lambda e: -(e.headline or 0))[:RADAR_MODELS]
     shared = [c for c in categories if all(e.categories.get(c) is not None for e in top)]
     if len(shared) < 3:
         return None
@@ -108,16 +108,16 @@ def radar_chart(entries: list[Entry], categories: list[str]) -> Chart | None:
 
 
 def cost_chart(entries: list[Entry]) -> Chart:
-    shown = [e for e in entries if e.score is not None]
+    shown = [e for e in entries if e.headline is not None]
     fig = go.Figure(
         go.Scatter(
-            x=[e.cost_usd for e in shown], y=[e.score for e in shown], text=short_labels(shown),
+            x=[e.cost_usd for e in shown], y=[e.headline for e in shown], text=short_labels(shown),
             mode="markers+text", textposition="middle right", marker={"size": 12, "color": "#1565c0"},
-            hovertemplate="%{text}<br>cost $%{x:.4f}<br>score %{y:.2f}<extra></extra>",
+            hovertemplate="%{text}<br>cost $%{x:.4f}<br>overall %{y:.2f}<extra></extra>",
         )
     )  # fmt: skip
     _layout(fig, 380, xaxis={"title": "model cost (USD)", "rangemode": "tozero"},
-            yaxis={"title": "score", "range": [-0.05, 1.1]})  # fmt: skip
+            yaxis={"title": "overall (the headline score)", "range": [-0.05, 1.1]})  # fmt: skip
     note = "" if any(e.cost_usd for e in shown) else "no model call reported a cost"
     return Chart("chart-cost", "Cost vs score", fig, len(shown), "point", note=note)
 

@@ -31,6 +31,8 @@ class RunMetadata(_Doc):
     runtime_image: str = ""
     runtime_image_id: str = ""
     scoring_version: str = ""
+    profile: str = ""
+    profile_reproduces: str = ""
     seed: int | None = None
     selected_test_ids: list[str] = Field(default_factory=list)
     dataset_source: str = ""
@@ -59,6 +61,15 @@ class CategoryAggregate(_Doc):
     score: float | None = None
 
 
+class HeadlineScores(_Doc):
+    """`scoring.headline_scores`: upstream's `scores` block; `overall` is the run's headline number."""
+
+    overall: float
+    execution_pass: float | None = None
+    correctness: float | None = None
+    knowledge: float | None = None
+
+
 class GroupAggregate(_Doc):
     """`scoring.aggregate`: one model x variant (or the whole run)."""
 
@@ -66,6 +77,7 @@ class GroupAggregate(_Doc):
     counted: int
     excluded: int
     score: float
+    scores: HeadlineScores | None = None  # summaries before the upstream profile have none
     execution: ExecutionAggregate
     knowledge: KnowledgeAggregate
     categories: dict[str, CategoryAggregate] = Field(default_factory=dict)

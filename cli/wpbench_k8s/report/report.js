@@ -100,7 +100,8 @@ function drill(record) {
   body.append(el("h3", {}, "Prompt"), r.prompt ? el("pre", {}, r.prompt) : el("p", { class: "hint" }, "not available (see the note at the top)"));
   if (r.code_html) body.append(el("h3", {}, "Model code"), code(r.code_html));
   for (const f of r.files) body.append(el("h3", {}, "File " + f.name), code(f.html));
-  if (r.raw) body.append(...capped(r.type === "knowledge" ? "Answer" : "Model output (no code extracted)", r.raw));
+  if (r.raw) body.append(...capped(r.type === "knowledge" ? "Model output" : "Model output (no code extracted)", r.raw));
+  if (r.answer) body.append(el("h3", {}, "Answer read from it"), el("pre", {}, r.answer));
   if (r.extraction_error) body.append(el("p", { class: "bad" }, "extraction: " + r.extraction_error));
   body.append(el("h3", {}, `Assertions (${r.assertions.filter((a) => a.passed).length} of ${r.assertions.length} passed)`));
   body.append(r.assertions.length ? assertionsTable(r.assertions) : el("p", { class: "hint" }, "none ran"));

@@ -37,6 +37,7 @@ class Entry:
     runs: int
     tests: int
     excluded: int
+    headline: float | None  # the summary's `scores.overall`: mean correctness, or (upstream) execution pass rate
     score: float | None
     score_std: float | None
     execution_pass_rate: float | None
@@ -73,6 +74,11 @@ class Report:
     records: list[dict[str, Any]]
     has_records: bool
 
+    @property
+    def headline_differs(self) -> bool:
+        """Upstream-profile runs head with the execution pass rate, not the score: show both."""
+        return any(e.headline != e.score for e in self.entries)
+
 
 def run_labels(runs: list[RunInput]) -> list[str]:
     """Runs are named by run id; several runs of one id (re-fetched) by their file too."""
@@ -83,6 +89,9 @@ def run_labels(runs: list[RunInput]) -> list[str]:
 def _entry(run: str, key: str, label: str, agg: GroupAggregate | None, row: Any | None) -> Entry:
     execution = agg.execution if agg else None
     knowledge = agg.knowledge if agg else None
+    score = row.score if row else (agg.score if agg and agg.counted else None)
+    counted_any = bool(agg and agg.counted)
+    headline = agg.scores.overall if agg and agg.scores and counted_any else score
     return Entry(
         run=run,
         key=key,
@@ -92,7 +101,8 @@ def _entry(run: str, key: str, label: str, agg: GroupAggregate | None, row: Any 
         runs=row.runs if row else 1,
         tests=row.tests if row else (agg.counted if agg else 0),
         excluded=row.excluded if row else (agg.excluded if agg else 0),
-        score=row.score if row else (agg.score if agg and agg.counted else None),
+        headline=headline,
+        score=score,
         score_std=row.score_std if row else None,
         execution_pass_rate=execution.pass_rate if execution and execution.tests else None,
         pass_rate_std=row.pass_rate_std if row else None,
@@ -174,6 +184,7 @@ def record_view(index: int, run: str, record: Record, prompt: str | None) -> dic
         "code_html": _highlight(output.code) if output.code else None,
         "files": files,
         "raw": _cap(output.raw) if not output.code and not files else None,
+        "answer": output.answer,
         "extraction_error": output.extraction_error,
         "assertions": [a.model_dump() for a in verdict.assertions] if verdict else [],
         "static": verdict.static.model_dump() if verdict and verdict.static else None,
