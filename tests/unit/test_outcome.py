@@ -98,3 +98,12 @@ def test_parse_verdict_takes_the_last_json_line_of_an_interleaved_log():
     assert parse_verdict(log, test_id="t-1").status == "failed"
     with pytest.raises(UnreadableVerdict):
         parse_verdict("no json at all")
+
+
+def test_record_lines_escape_line_separators():
+    from wpbench_k8s.records import json_line
+
+    verdict = Verdict.model_validate({**json.loads(verdict_json("failed")), "stdout": "a\u2028b\u2029c"})
+    line = json_line(verdict)
+    assert "\u2028" not in line and "\u2029" not in line and len(line.split("\n")) == 1
+    assert Verdict.model_validate_json(line).stdout == "a\u2028b\u2029c"
