@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Sequence
+from contextlib import redirect_stderr, redirect_stdout
+from typing import TextIO
 
 import click
 
@@ -31,17 +34,29 @@ for _name in COMMAND_MODULES:
         cli.add_command(_command)
 
 
+def run(argv: Sequence[str], stdout: TextIO, stderr: TextIO) -> int:
+    """Run one command line with the given streams and return its exit code (nothing calls sys.exit).
+
+    Exit codes: 0 done, 2 bad input or usage, 130 aborted, a command's own code otherwise
+    (`WPBenchError.exit_code`, or what it passed to sys.exit). Tests call this in-process.
+    """
+    with redirect_stdout(stdout), redirect_stderr(stderr):
+        try:
+            code = cli.main(args=list(argv), prog_name="wpbench-k8s", standalone_mode=False)
+        except click.exceptions.Abort:
+            click.echo("aborted", err=True)
+            return 130
+        except click.ClickException as exc:
+            exc.show(file=stderr)
+            return 2 if isinstance(exc, click.UsageError | click.BadParameter) else exc.exit_code
+        except WPBenchError as exc:
+            click.echo(f"error: {exc}", err=True)
+            return exc.exit_code
+        except SystemExit as exc:  # a command that ends the process with a code (run)
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return code if isinstance(code, int) else 0  # click returns an Exit's code (e.g. --help)
+
+
 def main(argv: list[str] | None = None) -> None:
-    try:
-        cli.main(args=argv, prog_name="wpbench-k8s", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError | click.BadParameter) else exc.exit_code)
-    except WPBenchError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except SystemExit:
-        raise
+    """The console script: the process's arguments and streams."""
+    sys.exit(run(sys.argv[1:] if argv is None else argv, sys.stdout, sys.stderr))

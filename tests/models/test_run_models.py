@@ -8,6 +8,7 @@ same command as a user would, through the real grader image.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 from fake_provider import FakeProvider, Reply, has_system, rate_limited, server_error, user_text
 
-from wpbench_k8s.cli import main
+from wpbench_k8s.cli import run
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, load_suite
 from wpbench_k8s.executor.base import Executor, GraderSpec, register_executor
 from wpbench_k8s.models.knowledge import score_answer
@@ -105,10 +106,10 @@ def restore_sigterm() -> Iterator[None]:
     signal.signal(signal.SIGTERM, previous)
 
 
-def run_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    with pytest.raises(SystemExit) as done:
-        main(["run", "--dataset-path", str(MINI), "--executor", "stub-reference", *args])
-    return int(done.value.code or 0), capsys.readouterr().err
+def run_in_process(*args: str) -> tuple[int, str]:
+    err = io.StringIO()
+    code = run(["run", "--dataset-path", str(MINI), "--executor", "stub-reference", *args], io.StringIO(), err)
+    return code, err.getvalue()
 
 
 def outputs(out_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -163,7 +164,6 @@ def test_two_model_skill_run_with_judge(
     provider.respond("b", answer_well_only_with_skills)
     provider.respond("judge", judge_reply)
     code, err = run_in_process(
-        capsys,
         "--model-name", "openai/a", "--model-name", "openai/b", "--skill", str(skill), "--limit", "4",
         "--judge-model", "openai/judge", "--output", str(tmp_path / "out" / "results.json"),
     )  # fmt: skip
@@ -188,7 +188,6 @@ def test_outage_and_missing_key_error_their_records_and_the_run_goes_on(
     provider.respond("a", answer_well)
     provider.script("down", server_error(500))
     code, err = run_in_process(
-        capsys,
         "--model-name", "openai/down", "--model-name", "anthropic/claude-sonnet-4-20250514",
         "--model-name", "openai/a", "--continue-on-error", "--output", str(tmp_path / "results.json"),
     )  # fmt: skip
@@ -218,7 +217,7 @@ def test_without_continue_on_error_the_first_errored_model_stops_the_run(
     provider.script("down", server_error(503))
     provider.respond("a", answer_well)
     code, err = run_in_process(
-        capsys, "--model-name", "openai/down", "--model-name", "openai/a", "--output", str(tmp_path / "results.json")
+        "--model-name", "openai/down", "--model-name", "openai/a", "--output", str(tmp_path / "results.json")
     )
     assert code == 1
     assert "stopped" in err and "openai/down: provider unavailable" in err
@@ -261,7 +260,7 @@ def test_runs_report_mean_and_standard_deviation(
 
     provider.respond("flaky", good_then_bad)
     code, err = run_in_process(
-        capsys, "--model-name", "openai/flaky", "--test-type", "execution", "--runs", "2",
+        "--model-name", "openai/flaky", "--test-type", "execution", "--runs", "2",
         "--output", str(tmp_path / "results.json"),
     )  # fmt: skip
     assert code == 0, err

@@ -7,13 +7,14 @@ from __future__ import annotations
 import base64
 import gzip
 import html as html_lib
+import io
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from wpbench_k8s.cli import main
+from wpbench_k8s.cli import run
 from wpbench_k8s.config import load_config
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.manifest import RunManifest
@@ -169,17 +170,15 @@ def test_several_runs_side_by_side_and_a_run_without_records(tmp_path: Path) -> 
         (lambda d: d["comparison"]["rows"][0].pop("model"), "field comparison.rows.0.model"),
     ],
 )
-def test_bad_summary_is_exit_2_naming_file_and_field_and_writes_nothing(tmp_path, capsys, mutate, field) -> None:
+def test_bad_summary_is_exit_2_naming_file_and_field_and_writes_nothing(tmp_path, mutate, field) -> None:
     path, _, _ = model_run(tmp_path)
     doc = json.loads(path.read_text())
     mutate(doc)
     path.write_text(json.dumps(doc))
     out = tmp_path / "report.html"
-    with pytest.raises(SystemExit) as exc:
-        main(["report", str(path), "-o", str(out)])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert str(path) in err and field in err
+    err = io.StringIO()
+    assert run(["report", str(path), "-o", str(out)], io.StringIO(), err) == 2
+    assert str(path) in err.getvalue() and field in err.getvalue()
     assert not out.exists() and not list(tmp_path.glob("report.html*"))
 
 
@@ -196,18 +195,19 @@ def test_not_a_summary_and_a_broken_record_line_are_input_errors(tmp_path: Path)
         load_run(path)
 
 
-def test_report_command_writes_the_file_and_names_it(tmp_path: Path, capsys) -> None:
+def test_report_command_writes_the_file_and_names_it(tmp_path: Path) -> None:
     path, _, _ = model_run(tmp_path)
     out = tmp_path / "sub" / "r.html"
-    main(["report", str(path), "-o", str(out)])
-    assert out.is_file() and f"report: {out}" in capsys.readouterr().out
+    stdout = io.StringIO()
+    assert run(["report", str(path), "-o", str(out)], stdout, io.StringIO()) == 0
+    assert out.is_file() and f"report: {out}" in stdout.getvalue()
 
 
-def test_a_missing_results_file_is_exit_2(tmp_path: Path, capsys) -> None:
+def test_a_missing_results_file_is_exit_2(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
-    with pytest.raises(SystemExit) as exc:
-        main(["report", str(missing), "-o", str(tmp_path / "r.html")])
-    assert exc.value.code == 2 and str(missing) in capsys.readouterr().err
+    err = io.StringIO()
+    assert run(["report", str(missing), "-o", str(tmp_path / "r.html")], io.StringIO(), err) == 2
+    assert str(missing) in err.getvalue()
     assert not (tmp_path / "r.html").exists()
 
 
