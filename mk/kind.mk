@@ -9,6 +9,9 @@
 
 KIND_CLUSTER ?= wpbench
 CONTROLLER_IMAGE ?= wpbench-controller:dev
+# The chart's default controller image is wpbench-controller:<appVersion>: controller-image tags that too,
+# so a plain `helm install` finds the image it names.
+CHART_APP_VERSION := $(shell sed -n 's/^appVersion: "\(.*\)"/\1/p' charts/wpbench-k8s/Chart.yaml)
 CONTROLLER_PYTHON ?= 3.14  # the python3 of Debian sid (the image base); wheels are fetched for it
 CONTROLLER_BASE ?= $(shell docker image inspect wpbench-base:sid >/dev/null 2>&1 && echo wpbench-base:sid || echo debian:sid-slim)
 WHEELS := build/controller-wheels
@@ -26,6 +29,7 @@ controller-wheels: setup
 
 controller-image: docker controller-wheels
 	docker build -q -f controller/Dockerfile --build-arg BASE_IMAGE=$(CONTROLLER_BASE) -t $(CONTROLLER_IMAGE) $(WHEELS)
+	docker tag $(CONTROLLER_IMAGE) wpbench-controller:$(CHART_APP_VERSION)
 
 kind-up: runtime-image controller-image
 	KIND_CLUSTER=$(KIND_CLUSTER) GRADER_IMAGE=$(IMAGE) CONTROLLER_IMAGE=$(CONTROLLER_IMAGE) scripts/kind-up.sh
@@ -40,7 +44,7 @@ bench-k8s: setup
 	$(PY) -m wpbench_controller.bench --tests 1000
 
 chart-crd: setup
-	$(PY) -c 'from wpbench_controller.crd import crd_yaml; print(crd_yaml(), end="")' > charts/wpbench-k8s/crds/wpbenchruns.yaml
+	$(PY) -c 'from wpbench_k8s.kube.crd import crd_yaml; print(crd_yaml(), end="")' > charts/wpbench-k8s/templates/crd.yaml
 
 chart-lint:
 	test -x build/helm-venv/bin/python || { test -n "$(PYTHON312)" || { echo "chart-lint: needs Python >= 3.12" >&2; exit 1; }; \

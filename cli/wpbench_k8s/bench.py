@@ -27,8 +27,8 @@ from rich.console import Console
 from rich.table import Table
 
 from wpbench_k8s.errors import WPBenchError
-from wpbench_k8s.executor.base import GraderSpec
 from wpbench_k8s.executor.docker import DockerExecutor
+from wpbench_k8s.manifest import GraderSpec
 from wpbench_k8s.outcome import Scored, decide_outcome
 from wpbench_runtime.contract import Assertion, GradeTask, RuntimeChecks, Verdict
 

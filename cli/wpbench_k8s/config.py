@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from wpbench_k8s.errors import InputError, first_error
-from wpbench_k8s.executor.base import GraderLimits
+from wpbench_k8s.manifest import GraderLimits
 from wpbench_k8s.profiles import ProfileName
 
 DEFAULT_SUITE = "wpk-core-v1"

@@ -141,6 +141,13 @@ AnyTest = ExecutionTest | KnowledgeTest
 SuiteFormat = Literal["upstream", "wpbench"]
 
 
+def test_from_dict(raw: dict[str, Any]) -> AnyTest:
+    """A test as a manifest stores it (`RunManifest.tests`), validated back into its model."""
+    if raw.get("type") in ("multiple_choice", "short_answer"):
+        return KnowledgeTest.model_validate(raw)
+    return ExecutionTest.model_validate(raw)
+
+
 class Suite(BaseModel):
     """A loaded suite: its name, tests in file order, and a digest of the source files.
 

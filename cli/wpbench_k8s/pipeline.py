@@ -20,12 +20,12 @@ from tenacity import RetryCallState, Retrying, retry_if_result, wait_exponential
 
 from wpbench_k8s.cache import VerdictCache, verdict_key
 from wpbench_k8s.config import Config, default_datasets_dir
-from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite, load_suite
+from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite, load_suite, test_from_dict
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, Executor, GraderSpec
-from wpbench_k8s.manifest import ManifestItem, ModelSpec, RunManifest, RunMode, SkillSpec
+from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, Executor
+from wpbench_k8s.manifest import GraderSpec, ManifestItem, ModelSpec, RunManifest, RunMode, SkillSpec
 from wpbench_k8s.models.templates import load_templates
-from wpbench_k8s.outcome import Decision, Infra, decide_outcome, settle
+from wpbench_k8s.outcome import Decision, Infra, Scored, decide_outcome, settle
 from wpbench_k8s.profiles import Profile, ProfileName, get_profile
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
@@ -167,10 +167,7 @@ def judge_for(manifest: RunManifest) -> Any | None:
 
 
 def test_of(manifest: RunManifest, test_id: str) -> AnyTest:
-    raw = manifest.tests[test_id]
-    if raw.get("type") in ("multiple_choice", "short_answer"):
-        return KnowledgeTest.model_validate(raw)
-    return ExecutionTest.model_validate(raw)
+    return test_from_dict(manifest.tests[test_id])
 
 
 def _unextractable(task: GradeTask, reason: str) -> Verdict:
@@ -237,12 +234,11 @@ class ItemGrader:
         if self.judge is None:
             self.judge = judge_for(self.manifest)
 
-    def grade_with_retries(self, task: GradeTask) -> tuple[Verdict | None, int, str | None]:
+    def grade_with_retries(self, task: GradeTask) -> tuple[Decision, int]:
         """Run the task, retrying infrastructure failures (the pipeline's only retry layer).
 
-        Returns (verdict, retries, infra reason). Once retries are spent, a failure the candidate
-        can cause itself is scored (`outcome.settle`); a pure infrastructure failure gives no
-        verdict and the record says infra_error.
+        Returns the last attempt's decision and how many retries it took; `settled_record` turns
+        them into the record (the controller does the same with its own attempts).
         """
         refunded = 0
 
@@ -260,10 +256,7 @@ class ItemGrader:
             retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
         )
         decision: Decision = retrying(lambda: decide_outcome(self.executor.run_grader(task)))
-        retries = retrying.statistics.get("attempt_number", 1) - 1
-        if isinstance(decision, Infra):
-            return settle(decision), retries, decision.reason
-        return decision.verdict, retries, None
+        return decision, retrying.statistics.get("attempt_number", 1) - 1
 
     def __call__(self, item: ManifestItem) -> Record:
         manifest = self.manifest
@@ -297,24 +290,42 @@ class ItemGrader:
             return build_record(manifest, item, _unextractable(task, item.candidate.extraction_error), usage=usage)
         key = verdict_key(manifest, task) if self.cache else ""
         cached = self.cache.get(key) if self.cache else None
-        verdict: Verdict | None
         if cached is not None:
-            verdict, retries, infra = cached, 0, None
-        else:
-            verdict, retries, infra = self.grade_with_retries(task)
-        if verdict is None:
-            return build_record(manifest, item, None, usage=usage, infra_retries=retries, infra=True,
-                                error=f"infra_error after {retries + 1} attempts: {infra}")  # fmt: skip
-        if self.cache and cached is None and infra is None:
-            self.cache.put(key, verdict)  # only what a grader decided; never an infra fallback
-        record = build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
-        if cached is not None:
+            record = settled_record(manifest, item, Scored(cached), 0, usage=usage, judge=self.judge)
             record.cached = True
-        if self.judge is not None:
-            test = test_of(manifest, item.test_id)
-            assert isinstance(test, ExecutionTest)
-            record = self.judge.annotate(record, test, item.candidate)
-        return record
+            return record
+        decision, retries = self.grade_with_retries(task)
+        if self.cache and not isinstance(decision, Infra):
+            self.cache.put(key, decision.verdict)  # only what a grader decided; never an infra fallback
+        return settled_record(manifest, item, decision, retries, usage=usage, judge=self.judge)
+
+
+def settled_record(
+    manifest: RunManifest,
+    item: ManifestItem,
+    decision: Decision,
+    retries: int,
+    *,
+    usage: Usage | None = None,
+    judge: Any | None = None,
+) -> Record:
+    """The record of an execution item once its last attempt is decided and no retry is left.
+
+    An Infra decision settles to its fallback verdict (scored) or to infra_error (excluded); the
+    judge, when the run has one, annotates every record with a verdict. The local run and the
+    controller both end an item here.
+    """
+    verdict = settle(decision)
+    if verdict is None:
+        reason = decision.reason if isinstance(decision, Infra) else "no verdict"
+        return build_record(manifest, item, None, usage=usage, infra_retries=retries, infra=True,
+                            error=f"infra_error after {retries + 1} attempts: {reason}")  # fmt: skip
+    record = build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
+    if judge is not None and item.candidate is not None:
+        test = test_of(manifest, item.test_id)
+        assert isinstance(test, ExecutionTest)
+        record = judge.annotate(record, test, item.candidate)
+    return record
 
 
 @dataclass

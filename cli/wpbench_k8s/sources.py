@@ -16,9 +16,8 @@ from wpbench_k8s import upstream_compat
 from wpbench_k8s.candidates import exploit_battery, load_completions, reference_candidate
 from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.executor.base import GraderSpec
 from wpbench_k8s.knowledge_baselines import baseline_completions
-from wpbench_k8s.manifest import Candidate, ManifestItem, ModelSpec, prompt_hash
+from wpbench_k8s.manifest import Candidate, GraderSpec, ManifestItem, ModelSpec, prompt_hash
 from wpbench_k8s.profiles import Profile, ProfileName
 from wpbench_runtime.contract import GradeTask
 

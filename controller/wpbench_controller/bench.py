@@ -38,10 +38,10 @@ def clone_suite(source: Path, dest: Path, count: int) -> Path:
 
 
 def run_bench(tests: int, max_in_flight: int, timeout: float) -> dict[str, Any]:
-    from wpbench_controller.objects import RunSettings
     from wpbench_controller.sim import FakeRunner, SimCluster
     from wpbench_k8s.commands.cluster import Cluster, submit
     from wpbench_k8s.config import default_datasets_dir, load_config
+    from wpbench_k8s.kube.objects import RunSettings
     from wpbench_k8s.pipeline import plan_run
 
     tmp = Path(tempfile.mkdtemp(prefix="wpbench-bench-"))

@@ -1,27 +1,27 @@
-"""From a finished grader Job to a record: read the verdict pod's log, validate, score.
+"""From a finished grader attempt to a decision, and from the last decision to a record.
 
-The reading and classifying are the Kubernetes executor's (`job_outcome`, `read_verdict`): a local
-`run --executor kubernetes` and the controller believe exactly the same things.
+The facts are read as the local Kubernetes executor reads them (`wpbench_k8s.kube.facts`), the
+decision is `outcome.decide_outcome`, and the record is `pipeline.settled_record`: a cluster run and
+a local run score every failure path the same way.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from kubernetes import client as k8s
-
 from wpbench_controller.generation import Generated
-from wpbench_k8s.dataset import ExecutionTest
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.executor.base import Executor, GraderSpec
-from wpbench_k8s.executor.kubernetes import JobOutcome, VerdictUnreadable, job_outcome, pod_log, read_verdict
-from wpbench_k8s.manifest import ManifestItem, RunManifest
-from wpbench_k8s.outcome import GraderFacts
-from wpbench_k8s.pipeline import ItemGrader, judge_for, test_of
-from wpbench_k8s.records import Record, Usage
+from wpbench_k8s.executor.base import Executor
+from wpbench_k8s.kube.client import EVENTS, Kube, KubeError
+from wpbench_k8s.kube.facts import LOG_READ_TRIES, attempt_facts, status_facts
+from wpbench_k8s.kube.names import GRADER_CONTAINER
+from wpbench_k8s.manifest import GraderSpec, ManifestItem, RunManifest
+from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
+from wpbench_k8s.pipeline import ItemGrader
+from wpbench_k8s.records import Record
 from wpbench_k8s.scoring import build_record
 from wpbench_runtime.contract import GradeTask
 
@@ -29,62 +29,48 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Collected:
-    record: Record | None  # None: not finished yet, or the log could not be read this time
-    outcome: JobOutcome
+class LogReads:
+    """Failed log reads per pod: a finished pod's log is tried once per pass, LOG_READ_TRIES times at most."""
+
+    failures: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def read(self, kube: Kube, namespace: str, pod: str) -> tuple[bytes | None, str, bool]:
+        """(log, error, final): final is False while another pass should try again."""
+        try:
+            data = kube.log(namespace, pod, GRADER_CONTAINER, limit_bytes=MAX_GRADER_OUTPUT_BYTES + 1)
+        except KubeError as exc:
+            tries = self.failures.get(pod, (0, ""))[0] + 1
+            self.failures[pod] = (tries, str(exc))
+            log.warning("log of %s/%s not readable (%s), read %d of %d", namespace, pod, exc, tries, LOG_READ_TRIES)
+            return None, str(exc), tries >= LOG_READ_TRIES
+        self.failures.pop(pod, None)
+        return data, "", True
+
+    def forget(self, pod: str) -> None:
+        self.failures.pop(pod, None)
 
 
-def infra_record(manifest: RunManifest, item: ManifestItem, outcome: JobOutcome, usage: Usage | None = None) -> Record:
-    """The record of an item the infrastructure could not grade: reported, never scored."""
-    attempts = outcome.retries + 1
-    record = build_record(
-        manifest,
-        item,
-        None,
-        usage=usage,
-        infra_retries=outcome.retries,
-        infra=True,
-        error=f"infra_error after {attempts} attempt{'s' if attempts > 1 else ''}: {outcome.reason}",
-    )
-    if outcome.timeout:
-        record.grader.timeout = True
-    return record
-
-
-def collect(
-    core: Any,
+def finished_attempt_facts(
+    kube: Kube,
     namespace: str,
-    manifest: RunManifest,
-    item: ManifestItem,
     job: dict[str, Any],
-    pods: list[dict[str, Any]],
-    *,
-    usage: Usage | None = None,
-) -> Collected:
-    """The record for a finished Job, or `record=None` while it runs (or its log is not readable yet)."""
-    outcome = job_outcome(job, pods)
-    if outcome.state == "running":
-        return Collected(None, outcome)
-    if outcome.state == "infra" or outcome.pod is None:
-        return Collected(infra_record(manifest, item, outcome, usage), outcome)
-    pod_name = outcome.pod["metadata"]["name"]
-    try:
-        text = pod_log(core, namespace, pod_name)
-    except k8s.ApiException as exc:
-        log.warning("log of %s/%s not readable yet (%s); will retry", namespace, pod_name, exc.status)
-        return Collected(None, outcome)
-    assert item.task is not None
-    try:
-        verdict = read_verdict(text, outcome.termination_message, test_id=item.task.test_id)
-    except VerdictUnreadable as exc:
-        outcome.reason = f"pod {pod_name}: {exc}"
-        return Collected(infra_record(manifest, item, outcome, usage), outcome)
-    record = build_record(manifest, item, verdict, usage=usage, infra_retries=outcome.retries)
-    judge = judge_for(manifest)
-    test = test_of(manifest, item.test_id)
-    if judge is not None and item.candidate is not None and isinstance(test, ExecutionTest):
-        record = judge.annotate(record, test, item.candidate)
-    return Collected(record, outcome)
+    pod: dict[str, Any] | None,
+    test_id: str | None,
+    reads: LogReads,
+) -> GraderFacts | None:
+    """The facts of a finished attempt, or None while its log should be read again on a later pass."""
+    if pod is None:
+        events = kube.items(EVENTS, namespace, field_selector=f"involvedObject.name={job['metadata']['name']}")
+        return attempt_facts(job, None, test_id=test_id, events=events)
+    decided = status_facts(job, pod, test_id=test_id)
+    if decided is not None:
+        return decided
+    name = pod["metadata"]["name"]
+    log_bytes, error, final = reads.read(kube, namespace, name)
+    if log_bytes is None and not final:
+        return None
+    reads.forget(name)
+    return attempt_facts(job, pod, test_id=test_id, log=log_bytes, log_error=error)
 
 
 class _NoGrader(Executor):

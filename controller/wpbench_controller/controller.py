@@ -1,8 +1,10 @@
 """The controller process: watches feed a work queue of runs; one worker reconciles them.
 
-Watches (runs and grader Jobs, per namespace) only say *which* run to look at; the reconciler
-always reads the current state itself (level-triggered). A periodic resync enqueues every run, so
-a missed event costs at most `resync_seconds`.
+Watches (runs and grader Jobs, per namespace: `kube.client.Watcher`) only say *which* run to look
+at; the reconciler always reads the current state itself (level-triggered). A periodic resync
+enqueues every run, so a missed event costs at most `resync_seconds`. Model calls run in a bounded
+pool beside the worker. Every API request has a timeout, so the worker's loop always comes round:
+`alive()` (the liveness probe) says whether it did recently.
 """
 
 from __future__ import annotations
@@ -11,18 +13,15 @@ import heapq
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from kubernetes import client as k8s
-from kubernetes import watch as _watch
-
-from wpbench_controller import crd
+from wpbench_controller.generation import GenerationPool
 from wpbench_controller.reconciler import Options, Reconciler
-from wpbench_k8s.executor.kubernetes import LABEL_RUN, MANAGED_BY, Kube, read_json
+from wpbench_k8s.kube.client import JOBS, RUNS, Kind, Kube, Watcher
+from wpbench_k8s.kube.names import LABEL_RUN, managed_graders_selector
 
 log = logging.getLogger(__name__)
-Watch: Any = _watch.Watch  # untyped in the client
 Key = tuple[str, str]  # (namespace, run name)
 
 
@@ -77,70 +76,37 @@ class Controller:
 
     def __init__(
         self,
-        api: k8s.ApiClient,
+        kube: Kube,
         namespaces: Iterable[str],
         *,
         options: Options | None = None,
         resync_seconds: float = 30.0,
-        watch_timeout: int = 300,
+        model_workers: int = 4,
+        liveness_seconds: float = 300.0,
     ) -> None:
-        self.api = api
+        self.kube = kube
         self.namespaces = list(namespaces)
-        self.reconciler = Reconciler(api, options)
         self.queue = WorkQueue()
+        self.generations = GenerationPool(model_workers, notify=self.queue.add)
+        self.reconciler = Reconciler(kube, options, self.generations)
         self.resync_seconds = resync_seconds
-        self.watch_timeout = watch_timeout
+        self.liveness_seconds = liveness_seconds
         self._stop = threading.Event()
-        self._watches: list[Any] = []
+        self._watchers: list[Watcher] = []
         self._threads: list[threading.Thread] = []
-        self.healthy = threading.Event()
+        self.healthy = threading.Event()  # ready: watches started
+        self._beat = time.monotonic()
+
+    def alive(self) -> bool:
+        """The worker's loop came round within `liveness_seconds` (no request can block it for longer)."""
+        return time.monotonic() - self._beat < self.liveness_seconds
 
     # ---- watches --------------------------------------------------------------------------
-    def _watch(
-        self, name: str, lister: Callable[..., Any], on_event: Callable[[dict[str, Any]], None], **kw: Any
-    ) -> None:
-        """List, then watch from the list's resourceVersion; re-list on 410 Gone or any error."""
-        while not self._stop.is_set():
-            try:
-                listed = read_json(lister(_preload_content=False, **kw))
-                for obj in listed.get("items", []):
-                    on_event(obj)
-                version = listed["metadata"].get("resourceVersion")
-                while not self._stop.is_set():
-                    w = Watch()
-                    self._watches.append(w)
-                    try:
-                        for event in w.stream(
-                            lister,
-                            resource_version=version,
-                            timeout_seconds=self.watch_timeout,
-                            deserialize=False,
-                            **kw,
-                        ):
-                            if event["type"] == "BOOKMARK":
-                                version = event["object"]["metadata"]["resourceVersion"]
-                                continue
-                            obj = event["object"]
-                            version = obj["metadata"].get("resourceVersion", version)
-                            on_event(obj)
-                            if self._stop.is_set():
-                                break
-                    finally:
-                        self._watches.remove(w)
-            except k8s.ApiException as exc:
-                if exc.status != 410:
-                    log.warning("watch %s: %s %s; re-listing", name, exc.status, exc.reason)
-                    self._stop.wait(1.0)
-            except Exception as exc:  # connection refused/reset while the API server restarts
-                if self._stop.is_set():
-                    return
-                log.warning("watch %s: %s; re-listing", name, exc)
-                self._stop.wait(1.0)
+    def _follow(self, watcher: Watcher, on_object: Any) -> None:
+        for event in watcher:
+            on_object(event.object)
 
     def _start_watches(self) -> None:
-        kube = Kube(self.api)
-        custom, batch = kube.custom, kube.batch
-        selector = f"app.kubernetes.io/managed-by={MANAGED_BY},app.kubernetes.io/component=grader"
         for ns in self.namespaces:
 
             def on_run(obj: dict[str, Any], ns: str = ns) -> None:
@@ -151,35 +117,29 @@ class Controller:
                 if run:
                     self.queue.add((ns, run))
 
-            def list_runs(ns: str = ns, **kw: Any) -> Any:
-                return custom.list_namespaced_custom_object(crd.GROUP, crd.VERSION, ns, crd.PLURAL, **kw)
+            watches: list[tuple[str, Kind, str | None, Any]] = [
+                ("runs", RUNS, None, on_run),
+                ("jobs", JOBS, managed_graders_selector(), on_job),
+            ]
+            for what, kind, selector, handler in watches:
+                watcher = Watcher(self.kube, kind, ns, selector=selector)
+                self._watchers.append(watcher)
+                self._spawn(f"watch-{what}-{ns}", self._follow, watcher, handler)
 
-            self._spawn(f"watch-runs-{ns}", self._watch, f"runs/{ns}", list_runs, on_run)
-            self._spawn(
-                f"watch-jobs-{ns}",
-                self._watch,
-                f"jobs/{ns}",
-                batch.list_namespaced_job,
-                on_job,
-                namespace=ns,
-                label_selector=selector,
-            )
-
-    def _spawn(self, name: str, target: Callable[..., None], *args: Any, **kwargs: Any) -> None:
-        thread = threading.Thread(target=target, args=args, kwargs=kwargs, name=name, daemon=True)
+    def _spawn(self, name: str, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         thread.start()
         self._threads.append(thread)
 
     def _resync(self) -> None:
-        custom = Kube(self.api).custom
         while not self._stop.wait(self.resync_seconds):
             for ns in self.namespaces:
                 try:
-                    listed = custom.list_namespaced_custom_object(crd.GROUP, crd.VERSION, ns, crd.PLURAL)
+                    runs = self.kube.items(RUNS, ns)
                 except Exception as exc:
                     log.warning("resync %s: %s", ns, exc)
                     continue
-                for run in listed.get("items", []):
+                for run in runs:
                     self.queue.add((ns, run["metadata"]["name"]))
 
     # ---- the worker -----------------------------------------------------------------------
@@ -191,6 +151,7 @@ class Controller:
         self.healthy.set()
         failures: dict[Key, int] = {}
         while not self._stop.is_set():
+            self._beat = time.monotonic()
             key = self.queue.get(timeout=0.5)
             if key is None:
                 continue
@@ -203,10 +164,11 @@ class Controller:
                 log.exception("reconcile %s/%s failed (attempt %d); retrying in %.1fs", *key, n, again)
             if again is not None:
                 self.queue.add(key, after=again)
+        self.generations.shutdown()
         log.info("controller stopped")
 
     def stop(self) -> None:
         self._stop.set()
         self.queue.close()
-        for w in list(self._watches):
-            w.stop()
+        for watcher in list(self._watchers):
+            watcher.stop()

@@ -1,7 +1,9 @@
 """`wpbench-controller`: reconcile WPBenchRuns in the given namespaces until SIGTERM.
 
 In a pod it uses the service account; elsewhere a kubeconfig (`--kubeconfig`, `KUBECONFIG`).
-`/healthz` on `--health-port` answers 200 once the watches are running.
+On `--health-port`: `/readyz` answers 200 once the watches run; `/healthz` (liveness) answers 200
+while the reconcile loop keeps coming round (every API request has a timeout, so a hung connection
+cannot stop it unseen), 503 once it has not for `--liveness-seconds`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from wpbench_controller.controller import Controller
 from wpbench_controller.reconciler import Options
 from wpbench_k8s import __version__
 from wpbench_k8s.errors import WPBenchError
-from wpbench_k8s.executor.kubernetes import DEFAULT_INFRA_RETRIES, api_client
+from wpbench_k8s.kube.client import Kube, api_client
+from wpbench_k8s.kube.objects import DEFAULT_INFRA_RETRIES, DEFAULT_START_SECONDS
 
 USER_AGENT = f"wpbench-controller/{__version__}"
 
@@ -50,6 +53,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=env("WPBENCH_IMAGE_PULL_POLICY", "IfNotPresent"),
         choices=["Always", "IfNotPresent", "Never"],
     )
+    parser.add_argument(
+        "--model-workers",
+        type=int,
+        default=int(env("WPBENCH_MODEL_WORKERS", "4")),
+        help="model calls at once, beside the reconcile worker (model runs only)",
+    )
+    parser.add_argument(
+        "--start-seconds",
+        type=int,
+        default=int(env("WPBENCH_START_SECONDS", str(DEFAULT_START_SECONDS))),
+        help="how long a grader pod may wait to be scheduled and started before its attempt is infra",
+    )
+    parser.add_argument(
+        "--liveness-seconds",
+        type=float,
+        default=float(env("WPBENCH_LIVENESS_SECONDS", "300")),
+        help="/healthz fails once the reconcile loop has not come round for this long",
+    )
     parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between counter-only status writes")
     parser.add_argument("--health-port", type=int, default=int(env("WPBENCH_HEALTH_PORT", "8080")), help="0 disables")
     parser.add_argument("--log-level", default=env("WPBENCH_LOG_LEVEL", "INFO"))
@@ -62,7 +83,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def _serve_health(port: int, controller: Controller) -> ThreadingHTTPServer:
     class Health(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            ok = self.path in ("/healthz", "/readyz") and controller.healthy.is_set()
+            if self.path == "/healthz":
+                ok = controller.alive()
+            elif self.path == "/readyz":
+                ok = controller.healthy.is_set() and controller.alive()
+            else:
+                ok = False
             self.send_response(200 if ok else 503)
             self.end_headers()
             self.wfile.write(b"ok\n" if ok else b"not ready\n")
@@ -90,8 +116,16 @@ def main(argv: list[str] | None = None) -> None:
         default_infra_retries=args.infra_retries,
         image_pull_policy=args.image_pull_policy,
         status_interval=args.status_interval,
+        start_seconds=args.start_seconds,
     )
-    controller = Controller(api, args.namespaces, options=options, resync_seconds=args.resync_seconds)
+    controller = Controller(
+        Kube(api),
+        args.namespaces,
+        options=options,
+        resync_seconds=args.resync_seconds,
+        model_workers=args.model_workers,
+        liveness_seconds=args.liveness_seconds,
+    )
     health = _serve_health(args.health_port, controller) if args.health_port else None
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

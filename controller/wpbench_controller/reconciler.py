@@ -3,11 +3,15 @@
 Every pass starts from what the cluster says (the run, its Jobs and pods, its result shards), so a
 pass can be repeated or interrupted anywhere without losing or duplicating a verdict:
 
-1. collect finished Jobs: read each verdict, build its record;
+1. collect finished attempts (one Job each): read the facts, decide (`outcome.decide_outcome`); an
+   Infra decision with retries left starts the next attempt's Job, any other ends the item
+   (`pipeline.settled_record`: the same rule as a local run);
 2. store those records in the run's result ConfigMaps (one write per batch);
 3. only then delete the collected Jobs;
-4. start Jobs for items that have neither a result nor a Job, up to the run's in-flight bound;
-5. write the status when it changed (counters at most every `status_interval` seconds).
+4. start Jobs for items that have neither a result nor a Job, up to the run's in-flight bound (model
+   items first get their candidate from the generation pool, off this worker);
+5. write the status when it changed (counters at most every `status_interval` seconds), saying why
+   graders wait when their pods cannot run.
 
 What this process keeps in memory (the reassembled manifest, result tallies) is a cache of cluster
 state, rebuilt after a restart.
@@ -22,34 +26,35 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client as k8s
-
-from wpbench_controller import crd
-from wpbench_controller.collector import collect, record_without_pod
-from wpbench_controller.generation import Generated, GenerationUnavailable, generate_candidates
-from wpbench_controller.objects import (
+from wpbench_controller.collector import LogReads, finished_attempt_facts, record_without_pod
+from wpbench_controller.generation import Generated, GenerationPool, GenerationUnavailable
+from wpbench_k8s.errors import InputError
+from wpbench_k8s.kube import crd
+from wpbench_k8s.kube.client import CONFIG_MAPS, JOBS, NETWORK_POLICIES, PODS, RUNS, Kube, KubeError, NotFound, to_dict
+from wpbench_k8s.kube.facts import job_finished, newest, waiting_reason
+from wpbench_k8s.kube.names import (
+    ANNOTATION_ITEM_ID,
     COMPONENT_GENERATED,
+    COMPONENT_GRADER,
+    LABEL_ATTEMPT,
+    LABEL_ITEM,
+    run_selector,
+)
+from wpbench_k8s.kube.objects import (
+    DEFAULT_INFRA_RETRIES,
+    DEFAULT_START_SECONDS,
     RunSettings,
+    TaskSource,
     item_job,
     needs_pod,
     network_policy,
     owner_reference,
 )
-from wpbench_controller.payload import Payload, PayloadError, join_manifest, payload_name, task_data_key
-from wpbench_controller.results import ResultStore, Shards
-from wpbench_k8s.errors import InputError
-from wpbench_k8s.executor.kubernetes import (
-    ANNOTATION_ITEM_ID,
-    DEFAULT_INFRA_RETRIES,
-    LABEL_ITEM,
-    LABEL_RUN,
-    Kube,
-    TaskSource,
-    label_value,
-    read_json,
-    to_dict,
-)
+from wpbench_k8s.kube.payload import Payload, PayloadError, join_manifest, payload_name, task_data_key
+from wpbench_k8s.kube.results import ResultStore, Shards
 from wpbench_k8s.manifest import Candidate, ManifestItem
+from wpbench_k8s.outcome import Infra, decide_outcome
+from wpbench_k8s.pipeline import judge_for, settled_record
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
 
@@ -87,6 +92,8 @@ class RunCache:
     generated_items: dict[str, tuple[Generated, str]] = field(default_factory=dict)  # id -> (generation, shard)
     policy_ready: bool = False
     last_status_write: float = 0.0
+    log_reads: LogReads = field(default_factory=LogReads)
+    judge: Any | None = None
 
 
 @dataclass
@@ -95,38 +102,56 @@ class Options:
     default_infra_retries: int = DEFAULT_INFRA_RETRIES
     image_pull_policy: str = "IfNotPresent"
     status_interval: float = 2.0  # seconds between counter-only status writes
-    # Model calls start in one pass only within this many seconds of its first one: items that need no
-    # pod (knowledge answers, provider errors) take no in-flight slot, so without it one pass could call
-    # the model for every such item before storing a record, writing status or seeing a cancel.
-    generation_seconds: float = 5.0
+    start_seconds: int = DEFAULT_START_SECONDS  # how long a grader pod may wait to run (Job deadline)
+
+
+@dataclass
+class Seen:
+    """What step 1 found: records to store, Jobs to delete, items still in flight, why pods wait."""
+
+    records: list[Record] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+    active: set[str] = field(default_factory=set)
+    waiting: list[str] = field(default_factory=list)
+    requeue: float | None = None
+
+
+def _attempt(job: dict[str, Any]) -> int:
+    try:
+        return int((job["metadata"].get("labels") or {}).get(LABEL_ATTEMPT, "1"))
+    except ValueError:
+        return 1
+
+
+def _min(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 class Reconciler:
-    """Drives runs to completion. One instance per controller process; `reconcile` is not reentrant."""
+    """Drives runs to completion. One instance per controller process; `reconcile` is not reentrant.
 
-    def __init__(self, api: k8s.ApiClient, options: Options | None = None) -> None:
-        kube = Kube(api)
-        self.core, self.batch, self.net, self.custom = kube.core, kube.batch, kube.net, kube.custom
+    Model calls run in `generations` (a bounded pool); everything else happens on the caller's thread.
+    """
+
+    def __init__(self, kube: Kube, options: Options | None = None, generations: GenerationPool | None = None) -> None:
+        self.kube = kube
         self.options = options or Options()
+        self.generations = generations or GenerationPool(4)
         self.cache: dict[tuple[str, str], RunCache] = {}
 
     # ---- entry point ----------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> float | None:
         """One pass over one run. Returns seconds after which to look again (None: wait for events)."""
         try:
-            run: dict[str, Any] = self.custom.get_namespaced_custom_object(
-                crd.GROUP, crd.VERSION, namespace, crd.PLURAL, name
-            )
-        except k8s.ApiException as exc:
-            if exc.status == 404:
-                self.cache.pop((namespace, name), None)
-                return None
-            raise
+            run = self.kube.get(RUNS, namespace, name)
+        except NotFound:
+            self._forget(namespace, name)
+            return None
         if run["metadata"].get("deletionTimestamp"):
             return None
         status = run.get("status") or {}
         if status.get("phase") in crd.TERMINAL_PHASES:
-            self.cache.pop((namespace, name), None)
+            self._forget(namespace, name)
             self._delete_leftover_jobs(namespace, name, run)
             return None
         cache = self._cache(namespace, name, run)
@@ -135,6 +160,11 @@ class Reconciler:
             self._write_status(run, None, {"phase": phase, "message": cache}, force=True)
             return 5.0 if phase == "Pending" else None
         return self._pass(namespace, name, run, cache)
+
+    def _forget(self, namespace: str, name: str) -> None:
+        cache = self.cache.pop((namespace, name), None)
+        if cache is not None:
+            self.generations.forget_run(cache.uid)
 
     # ---- state ----------------------------------------------------------------------------
     def _cache(self, namespace: str, name: str, run: dict[str, Any]) -> RunCache | str:
@@ -146,20 +176,18 @@ class Reconciler:
         chunks: list[dict[str, str]] = []
         for cm_name in maps:
             try:
-                cm = read_json(self.core.read_namespaced_config_map(cm_name, namespace, _preload_content=False))
-            except k8s.ApiException as exc:
-                if exc.status == 404:
-                    return f"waiting for payload: {len(chunks)}/{len(maps)} ConfigMaps present"
-                raise
+                cm = self.kube.get(CONFIG_MAPS, namespace, cm_name)
+            except NotFound:
+                return f"waiting for payload: {len(chunks)}/{len(maps)} ConfigMaps present"
             chunks.append(cm.get("data") or {})
         try:
             payload = join_manifest(chunks, run["spec"]["manifestDigest"])
         except (PayloadError, ValueError) as exc:
             return f"invalid payload: {exc}"
-        results = ResultStore(self.core, namespace, name, uid)
+        results = ResultStore(self.kube, namespace, name, uid)
         results.load()
-        generated = Shards(self.core, namespace, name, uid, COMPONENT_GENERATED)
-        cache = RunCache(uid, payload, results, generated)
+        generated = Shards(self.kube, namespace, name, uid, COMPONENT_GENERATED)
+        cache = RunCache(uid, payload, results, generated, judge=judge_for(payload.manifest))
         self._load_generated(cache)
         self.cache[(namespace, name)] = cache
         log.info(
@@ -183,6 +211,7 @@ class Reconciler:
             max_in_flight=int(spec.get("maxInFlight") or self.options.default_max_in_flight),
             infra_retries=int(spec.get("infraRetries", self.options.default_infra_retries)),
             image_pull_policy=self.options.image_pull_policy,
+            start_seconds=self.options.start_seconds,
         )
 
     # ---- one pass -------------------------------------------------------------------------
@@ -190,73 +219,42 @@ class Reconciler:
         settings = self.settings(namespace, name, run)
         manifest = cache.payload.manifest
         owner = owner_reference(name, cache.uid)
-        selector = f"{LABEL_RUN}={label_value(name)}"
-        jobs = read_json(self.batch.list_namespaced_job(namespace, label_selector=selector, _preload_content=False))[
-            "items"
-        ]
-        pods_by_item: dict[str, list[dict[str, Any]]] = {}
-        if jobs:
-            pods = read_json(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False))
-            for pod in pods["items"]:
-                pods_by_item.setdefault(pod["metadata"].get("labels", {}).get(LABEL_ITEM, ""), []).append(pod)
+        selector = run_selector(name, COMPONENT_GRADER)
+        jobs = self.kube.items(JOBS, namespace, selector=selector)
+        pods = self.kube.items(PODS, namespace, selector=selector) if jobs else []
 
         # 1. collect
-        records: list[Record] = []
-        finished: list[str] = []
-        active: set[str] = set()
-        requeue: float | None = None
-        for job in jobs:
-            item_id = (job["metadata"].get("annotations") or {}).get(ANNOTATION_ITEM_ID, "")
-            job_name = job["metadata"]["name"]
-            if item_id in cache.results or item_id not in cache.payload.keys:
-                finished.append(job_name)  # already stored (a previous pass died before deleting) or stale
-                continue
-            item, usage = self._pod_item(cache, item_id)
-            got = collect(
-                self.core,
-                namespace,
-                manifest,
-                item,
-                job,
-                pods_by_item.get(job["metadata"]["labels"].get(LABEL_ITEM, ""), []),
-                usage=usage,
-            )
-            if got.record is None:
-                active.add(item_id)
-                if got.outcome.state != "running":
-                    requeue = 2.0  # finished but the log was not readable: try again soon
-                continue
-            records.append(got.record)
-            finished.append(job_name)
+        seen = self._collect(namespace, cache, settings, owner, jobs, pods)
 
         # 2. store, 3. then delete
-        if records:
-            cache.results.append(records)
-        for job_name in finished:
-            self._delete_job(namespace, job_name)
+        if seen.records:
+            cache.results.append(seen.records)
+        for job_name in seen.finished:
+            self.kube.delete(JOBS, namespace, job_name)
 
-        cancel = bool(run["spec"].get("cancel"))
-        if cancel:
+        if run["spec"].get("cancel"):
             for job in jobs:
-                if job["metadata"]["name"] not in finished:
-                    self._delete_job(namespace, job["metadata"]["name"])
+                if job["metadata"]["name"] not in seen.finished:
+                    self.kube.delete(JOBS, namespace, job["metadata"]["name"])
+            # Model calls already paid for are stored (answers become records); none starts any more.
+            running = self.generations.stop_run(cache.uid)
+            self._store_finished_generations(namespace, name, cache)
+            if running:
+                message = f"cancelling: waiting for {running} model call(s) to return"
+                self._write_status(run, cache, {"phase": "Running", "message": message, "inFlight": running})
+                return None  # the pool requeues the run as each call returns
             return self._finish(run, cache, "Cancelled", "cancelled by request", in_flight=0)
 
         # 4. schedule
         aborted = self._aborted(cache) if not manifest.continue_on_error else None
         if not cache.policy_ready:
-            self._create(
-                lambda: self.net.create_namespaced_network_policy(
-                    namespace, to_dict(network_policy(settings, owner)), _preload_content=False
-                )
-            )
+            self.kube.ensure(NETWORK_POLICIES, namespace, to_dict(network_policy(settings, owner)))
             cache.policy_ready = True
         started = 0
         if aborted is None:
-            started, requeue_s = self._schedule(namespace, cache, settings, owner, active)
-            if requeue_s is not None:
-                requeue = requeue_s if requeue is None else min(requeue, requeue_s)
-        in_flight = len(active) + started
+            started, requeue_s = self._schedule(namespace, cache, settings, owner, seen.active)
+            seen.requeue = _min(seen.requeue, requeue_s)
+        in_flight = len(seen.active) + started
 
         # 5. status
         total = len(manifest.items)
@@ -267,10 +265,89 @@ class Reconciler:
             return self._finish(
                 run, cache, "Failed", f"stopped at the first error (continue_on_error off): {aborted}", 0
             )
-        wait = self._write_status(run, cache, {"phase": "Running", "message": "", "inFlight": in_flight})
-        if wait is not None:
-            requeue = wait if requeue is None else min(requeue, wait)
-        return requeue
+        message = ""
+        if seen.waiting:
+            message = f"{len(seen.waiting)} grader pod(s) not running yet: {seen.waiting[0]}"
+        wait = self._write_status(run, cache, {"phase": "Running", "message": message, "inFlight": in_flight})
+        return _min(seen.requeue, wait)
+
+    def _collect(
+        self,
+        namespace: str,
+        cache: RunCache,
+        settings: RunSettings,
+        owner: Any,
+        jobs: list[dict[str, Any]],
+        pods: list[dict[str, Any]],
+    ) -> Seen:
+        """Step 1: every item's newest attempt, decided; older attempts are garbage."""
+        seen = Seen()
+        pods_of: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for pod in pods:
+            labels = pod["metadata"].get("labels") or {}
+            pods_of.setdefault((labels.get(LABEL_ITEM, ""), _attempt(pod)), []).append(pod)
+        by_item: dict[str, list[dict[str, Any]]] = {}
+        for job in jobs:
+            item_id = (job["metadata"].get("annotations") or {}).get(ANNOTATION_ITEM_ID, "")
+            by_item.setdefault(item_id, []).append(job)
+        for item_id, item_jobs in by_item.items():
+            item_jobs.sort(key=_attempt)
+            latest = item_jobs[-1]
+            seen.finished.extend(j["metadata"]["name"] for j in item_jobs[:-1])
+            if item_id in cache.results or item_id not in cache.payload.keys:
+                seen.finished.append(latest["metadata"]["name"])  # stored already (a pass died before deleting)
+                continue
+            attempt = _attempt(latest)
+            item_label = (latest["metadata"].get("labels") or {}).get(LABEL_ITEM, "")
+            attempt_pod = newest(pods_of.get((item_label, attempt), []))
+            if not job_finished(latest):
+                seen.active.add(item_id)
+                if attempt_pod is not None and waiting_reason(attempt_pod):
+                    seen.waiting.append(f"{attempt_pod['metadata']['name']}: {waiting_reason(attempt_pod)}")
+                continue
+            item, usage = self._pod_item(cache, item_id)
+            facts = finished_attempt_facts(self.kube, namespace, latest, attempt_pod, item.test_id, cache.log_reads)
+            if facts is None:  # the log did not answer this time; a bounded number of passes try again
+                seen.active.add(item_id)
+                seen.requeue = _min(seen.requeue, 2.0)
+                continue
+            decision = decide_outcome(facts)
+            if isinstance(decision, Infra) and attempt <= settings.infra_retries:
+                log.info("%s attempt %d: %s; starting attempt %d", item_id, attempt, decision.reason, attempt + 1)
+                retry = item_job(cache.payload.manifest, item, settings, self._task_source(cache, settings, item),
+                                 owner, attempt=attempt + 1, previous_reason=decision.reason)  # fmt: skip
+                try:
+                    self.kube.ensure(JOBS, namespace, to_dict(retry))
+                except KubeError as exc:  # quota, admission: keep this attempt and try again later
+                    log.warning("%s: cannot start attempt %d: %s", item_id, attempt + 1, exc)
+                    seen.active.add(item_id)
+                    seen.requeue = _min(seen.requeue, 10.0)
+                    continue
+                seen.active.add(item_id)
+            else:
+                record = settled_record(
+                    cache.payload.manifest, item, decision, attempt - 1, usage=usage, judge=cache.judge
+                )
+                seen.records.append(record)
+            seen.finished.append(latest["metadata"]["name"])
+        return seen
+
+    def _store_finished_generations(self, namespace: str, name: str, cache: RunCache) -> None:
+        records: list[Record] = []
+        for item_id in self.generations.finished(cache.uid):
+            outcome = self._generated(namespace, name, cache, cache.payload.item(item_id))
+            if isinstance(outcome, Record):
+                records.append(outcome)
+            elif outcome is not None and not needs_pod(outcome[0].item):
+                records.append(record_without_pod(cache.payload.manifest, cache.payload.item(item_id), outcome[0]))
+        if records:
+            cache.results.append(records)
+
+    def _task_source(self, cache: RunCache, settings: RunSettings, item: ManifestItem) -> TaskSource:
+        key = task_data_key(cache.payload.keys[item.item_id])
+        if item.item_id in cache.generated_items:
+            return TaskSource(cache.generated_items[item.item_id][1], key)
+        return TaskSource(payload_name(settings.name, cache.payload.chunk_of[item.item_id]), key)
 
     def _pod_item(self, cache: RunCache, item_id: str) -> tuple[ManifestItem, Usage | None]:
         if item_id in cache.generated_items:
@@ -289,20 +366,18 @@ class Reconciler:
         namespace: str,
         cache: RunCache,
         settings: RunSettings,
-        owner: k8s.V1OwnerReference,
+        owner: Any,
         active: set[str],
     ) -> tuple[int, float | None]:
         """Start Jobs up to the in-flight bound; score items that need no pod. Returns (started, requeue).
 
-        Model calls stop starting `generation_seconds` after this pass's first one; the next pass
-        goes on at once (requeue 0), after the records so far are stored and the status written.
+        A model item takes an in-flight slot while its model call runs in the generation pool; the
+        pool requeues the run when the call returns, and this pass stores the candidate first.
         """
         manifest = cache.payload.manifest
         slots = settings.max_in_flight - len(active)
         started = 0
         no_pod: list[Record] = []
-        calls_until: float | None = None
-        more = False
         for item in manifest.items:
             if slots <= 0:
                 break
@@ -310,51 +385,50 @@ class Reconciler:
                 continue
             generated: Generated | None = None
             if item.candidate is None:
-                if item.item_id not in cache.generated_items:  # a model call
-                    if calls_until is None:
-                        calls_until = time.monotonic() + self.options.generation_seconds
-                    elif time.monotonic() >= calls_until:
-                        more = True
-                        break
-                outcome = self._generate(cache, item)
+                outcome = self._generated(namespace, settings.name, cache, item)
+                if outcome is None:  # the model call runs
+                    slots -= 1
+                    started += 1
+                    continue
                 if isinstance(outcome, Record):
                     no_pod.append(outcome)
                     continue
-                generated, shard = outcome
+                generated, _ = outcome
                 item = generated.item
-            else:
-                shard = payload_name(settings.name, cache.payload.chunk_of[item.item_id])
             if not needs_pod(item):
                 original = cache.payload.item(item.item_id)
                 no_pod.append(record_without_pod(manifest, original if generated else item, generated))
                 continue
-            source = TaskSource(shard, task_data_key(cache.payload.keys[item.item_id]))
-            job = item_job(manifest, item, settings, source, owner)
+            job = item_job(manifest, item, settings, self._task_source(cache, settings, item), owner)
             try:
-                self._create(
-                    lambda job=job: self.batch.create_namespaced_job(namespace, to_dict(job), _preload_content=False)
-                )
-            except k8s.ApiException as exc:  # quota, admission: say so and try again later
-                log.warning(
-                    "run %s/%s: cannot create Job for %s: %s", namespace, settings.name, item.item_id, exc.reason
-                )
+                self.kube.ensure(JOBS, namespace, to_dict(job))
+            except KubeError as exc:  # quota, admission: say so and try again later
+                log.warning("run %s/%s: cannot create Job for %s: %s", namespace, settings.name, item.item_id, exc)
                 return started, 10.0
             slots -= 1
             started += 1
         if no_pod:
             cache.results.append(no_pod)
             return started, 0.0  # more may be schedulable now
-        return started, 0.0 if more else None
+        return started, None
 
-    def _generate(self, cache: RunCache, item: ManifestItem) -> tuple[Generated, str] | Record:
-        """Model items: the candidate from the hook, stored in the cluster before any Job uses it."""
+    def _generated(
+        self, namespace: str, name: str, cache: RunCache, item: ManifestItem
+    ) -> tuple[Generated, str] | Record | None:
+        """Model items: the stored candidate; else the pool's finished call, stored before any Job uses it;
+        else None once the call is started (or still running)."""
         if item.item_id in cache.generated_items:
             return cache.generated_items[item.item_id]
         manifest = cache.payload.manifest
-        try:
-            generated = generate_candidates(manifest, item)
-        except (GenerationUnavailable, InputError) as exc:
-            return build_record(manifest, item, None, error=f"generation: {exc}")
+        outcome = self.generations.take(cache.uid, item.item_id)
+        if outcome is None:
+            self.generations.start((namespace, name), cache.uid, manifest, item)
+            return None
+        if isinstance(outcome, (GenerationUnavailable, InputError)):
+            return build_record(manifest, item, None, error=f"generation: {outcome}")
+        if isinstance(outcome, BaseException):
+            return build_record(manifest, item, None, error=f"generation failed: {type(outcome).__name__}: {outcome}")
+        generated = outcome
         if generated.error or generated.item.candidate is None:
             return build_record(manifest, item, None, usage=generated.usage, error=generated.error or "no candidate")
         candidate = generated.item.candidate
@@ -376,35 +450,13 @@ class Reconciler:
         return cache.generated_items[item.item_id]
 
     # ---- writes ---------------------------------------------------------------------------
-    def _create(self, call: Any) -> None:
-        try:
-            call()
-        except k8s.ApiException as exc:
-            if exc.status != 409:  # deterministic names: 409 means a previous pass made it
-                raise
-
-    def _delete_job(self, namespace: str, name: str) -> None:
-        try:
-            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background", _preload_content=False)
-        except k8s.ApiException as exc:
-            if exc.status != 404:
-                raise
-
     def _delete_leftover_jobs(self, namespace: str, name: str, run: dict[str, Any]) -> None:
-        jobs = read_json(
-            self.batch.list_namespaced_job(
-                namespace, label_selector=f"{LABEL_RUN}={label_value(name)}", _preload_content=False
-            )
-        )["items"]
+        jobs = self.kube.items(JOBS, namespace, selector=run_selector(name, COMPONENT_GRADER))
         if not jobs:
             return
-        results = ResultStore(self.core, namespace, name, run["metadata"]["uid"])
-        results.load()
+        # A finished run keeps nothing running; no Job of it is needed any more.
         for job in jobs:
-            item_id = (job["metadata"].get("annotations") or {}).get(ANNOTATION_ITEM_ID, "")
-            # A finished run keeps nothing running; a Job whose result is stored is garbage.
-            if item_id in results or run["status"].get("phase") == "Cancelled" or job.get("status", {}).get("active"):
-                self._delete_job(namespace, job["metadata"]["name"])
+            self.kube.delete(JOBS, namespace, job["metadata"]["name"])
 
     def _finish(self, run: dict[str, Any], cache: RunCache, phase: str, message: str, in_flight: int) -> float | None:
         self._write_status(
@@ -413,7 +465,7 @@ class Reconciler:
             {"phase": phase, "message": message, "inFlight": in_flight, "completionTime": now_iso()},
             force=True,
         )
-        self.cache.pop((run["metadata"]["namespace"], run["metadata"]["name"]), None)
+        self._forget(run["metadata"]["namespace"], run["metadata"]["name"])
         return None
 
     def _write_status(
@@ -439,14 +491,8 @@ class Reconciler:
             wait = self.options.status_interval - (time.monotonic() - cache.last_status_write)
             if wait > 0:
                 return wait
-        self.custom.patch_namespaced_custom_object_status(
-            crd.GROUP,
-            crd.VERSION,
-            run["metadata"]["namespace"],
-            crd.PLURAL,
-            run["metadata"]["name"],
-            {"status": changed},
-            _content_type="application/merge-patch+json",
+        self.kube.patch(
+            RUNS, run["metadata"]["namespace"], run["metadata"]["name"], {"status": changed}, subresource="status"
         )
         run["status"] = {**old, **changed}
         if cache is not None:

@@ -18,7 +18,6 @@ import docker
 import pytest
 from faultkit import assert_same_records, cli_args, final_records, make_suite, run, wait_for_records
 
-from wpbench_k8s.executor.base import GraderSpec
 from wpbench_k8s.executor.docker import (
     RUN_LABEL,
     DockerExecutor,
@@ -27,6 +26,7 @@ from wpbench_k8s.executor.docker import (
     lockdown_host_config,
     read_attach_stream,
 )
+from wpbench_k8s.manifest import GraderSpec
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, Infra, decide_outcome
 from wpbench_runtime.contract import Assertion, GradeTask, RuntimeChecks
 

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 from kubernetes import config, watch
 from simkit import NAMESPACE
 
-from wpbench_controller import crd
+from wpbench_k8s.kube import crd
 
 
 @pytest.fixture

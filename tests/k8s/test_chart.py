@@ -15,7 +15,7 @@ import pytest
 import yaml
 from simkit import REPO
 
-from wpbench_controller.crd import crd
+from wpbench_k8s.kube.crd import crd
 
 CHART = REPO / "charts" / "wpbench-k8s"
 HELM_VENV = REPO / "build" / "helm-venv"
@@ -85,8 +85,8 @@ def test_values_match_their_schema():
 
 
 def test_chart_crd_is_the_controllers():
-    shipped = yaml.safe_load((CHART / "crds" / "wpbenchruns.yaml").read_text())
-    assert shipped == crd(), "regenerate: python -m wpbench_controller.crd > charts/wpbench-k8s/crds/wpbenchruns.yaml"
+    shipped = yaml.safe_load((CHART / "templates" / "crd.yaml").read_text())
+    assert shipped == crd(), "regenerate: make chart-crd"
 
 
 def test_rbac_is_namespaced_and_least_privilege():
@@ -107,3 +107,40 @@ def test_controller_pod_is_locked_down_and_namespaces_are_restricted():
     assert "pod-security.kubernetes.io/enforce: restricted" in ns
     notes = (CHART / "templates" / "NOTES.txt").read_text()
     assert "wpbench-k8s submit" in notes and "kubectl get wpbenchruns" in notes
+
+
+def test_rbac_lets_owned_objects_block_owner_deletion():
+    # OwnerReferencesPermissionEnforcement refuses blockOwnerDeletion without update on the owner's finalizers.
+    text = (CHART / "templates" / "rbac.yaml").read_text()
+    controller_rules = text.split("kind: RoleBinding")[0]
+    rule = controller_rules.split('resources: ["wpbenchruns/finalizers"]')[1].split("- apiGroups")[0]
+    assert '"update"' in rule
+
+
+def test_run_namespaces_and_the_crd_survive_uninstall_and_upgrades():
+    ns = (CHART / "templates" / "namespaces.yaml").read_text()
+    assert "helm.sh/resource-policy: keep" in ns  # stored results live there
+    assert "fail" in ns and "$.Release.Namespace" in ns  # a run namespace that is the release's is refused
+    assert 'lookup "v1" "Namespace"' in ns  # an existing namespace not made by this release is left alone
+    assert not (CHART / "crds").exists()  # Helm installs crds/ once and never upgrades it
+    shipped = yaml.safe_load((CHART / "templates" / "crd.yaml").read_text())
+    assert shipped["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_the_default_controller_image_is_one_the_makefile_builds():
+    from wpbench_k8s import __version__
+
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
+    res = subprocess.run(["make", "-n", "controller-image"], cwd=REPO, capture_output=True, text=True, check=False)
+    assert f"wpbench-controller:{chart['appVersion']}" in res.stdout, res.stdout[-2000:]
+    helpers = (CHART / "templates" / "_helpers.tpl").read_text()
+    assert (
+        "default .Chart.AppVersion .Values.image.tag" in helpers
+        and "repository: wpbench-controller" in (CHART / "values.yaml").read_text()
+    )
+
+
+def test_liveness_reflects_the_reconcile_loop():
+    deploy = (CHART / "templates" / "deployment.yaml").read_text()
+    assert "--liveness-seconds=" in deploy and "--model-workers=" in deploy and "--start-seconds=" in deploy

@@ -13,11 +13,11 @@ from kubernetes import client as k8s
 from kubernetes import config
 from simkit import NAMESPACE, REPO, records
 
-from wpbench_controller.objects import RunSettings, item_job, network_policy
 from wpbench_controller.sim import DockerRunner
 from wpbench_controller.sim.node import Mounts
 from wpbench_k8s.config import load_config
-from wpbench_k8s.executor.kubernetes import TaskSource, to_dict
+from wpbench_k8s.kube.client import to_dict
+from wpbench_k8s.kube.objects import RunSettings, TaskSource, item_job, network_policy
 from wpbench_k8s.pipeline import plan_run
 
 PROBE = r"""

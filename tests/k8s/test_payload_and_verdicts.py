@@ -1,23 +1,13 @@
-"""Manifest chunking under the object limit, verdict reading, and what a finished Job means."""
+"""Manifest chunking under the object limit; names and labels."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from wpbench_controller.payload import CHUNK_BUDGET, PayloadError, join_manifest, split_manifest
 from wpbench_k8s.config import load_config
-from wpbench_k8s.executor.kubernetes import (
-    VerdictUnreadable,
-    dns_label,
-    job_name,
-    job_outcome,
-    label_value,
-    read_verdict,
-)
+from wpbench_k8s.kube.names import dns_label, job_name, label_value
+from wpbench_k8s.kube.payload import CHUNK_BUDGET, PayloadError, join_manifest, split_manifest
 from wpbench_k8s.pipeline import plan_run
-from wpbench_runtime.contract import Scores, Verdict
 
 
 @pytest.fixture
@@ -60,80 +50,19 @@ def test_item_too_large_for_a_config_map(manifest):
         split_manifest(manifest, "r", budget=200)
 
 
-def verdict_json(**kw) -> str:
-    v = Verdict(
-        test_id="t-1", status="passed", scores=Scores(execution_pass=True, runtime=1, static=1, static_policy_pass=True)
-    )
-    return v.model_copy(update=kw).model_dump_json()
-
-
-def test_read_verdict_from_an_interleaved_log():
-    log = "PHP Warning: something on stderr\n" + verdict_json() + "\nsupervisor: done\n"
-    assert read_verdict(log, None, test_id="t-1").status == "passed"
-    compact = json.dumps({"test_id": "t-1", "status": "passed", "scores": {"execution_pass": True, "runtime": 1.0}})
-    assert read_verdict(verdict_json(), compact, test_id="t-1").scores.runtime == 1.0
-
-
-@pytest.mark.parametrize(
-    ("log", "term", "match"),
-    [
-        ("", None, "no verdict"),
-        ('{"status": "passed"}', None, "contract"),
-        (verdict_json(test_id="other"), None, "other"),
-        (verdict_json(), json.dumps({"status": "failed"}), "disagree"),
-        (verdict_json(), json.dumps({"scores": {"execution_pass": False}}), "disagree"),
-    ],
-)
-def test_unreadable_verdicts_are_infra(log, term, match):
-    with pytest.raises(VerdictUnreadable, match=match):
-        read_verdict(log, term, test_id="t-1")
-
-
-def pod(name: str, phase: str, code: int | None = None, *, disrupted: bool = False, reason: str = "") -> dict:
-    status: dict = {"phase": phase}
-    if code is not None:
-        status["containerStatuses"] = [{"name": "grader", "state": {"terminated": {"exitCode": code, "message": "m"}}}]
-    if disrupted:
-        status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}]
-    if reason:
-        status["reason"] = reason
-    return {"metadata": {"name": name, "creationTimestamp": name}, "status": status}
-
-
-def job(cond: str | None, reason: str = "", failed: int = 0) -> dict:
-    conds = [{"type": cond, "status": "True", "reason": reason}] if cond else []
-    return {"status": {"conditions": conds, "failed": failed}}
-
-
-def test_job_outcomes():
-    assert job_outcome(job(None), [pod("a", "Running")]).state == "running"
-    done = job_outcome(job("Complete", failed=1), [pod("a", "Failed", 137, disrupted=True), pod("b", "Succeeded", 0)])
-    assert (done.state, done.pod["metadata"]["name"], done.retries, done.termination_message) == (
-        "verdict",
-        "b",
-        1,
-        "m",
-    )
-    bad_task = job_outcome(job("Failed", "PodFailurePolicy", failed=1), [pod("a", "Failed", 2)])
-    assert (bad_task.state, bad_task.retries) == ("verdict", 0)
-    infra = job_outcome(job("Failed", "BackoffLimitExceeded", failed=3),
-                        [pod(n, "Failed", 137, reason="DeadlineExceeded") for n in "abc"])  # fmt: skip
-    assert (infra.state, infra.retries, infra.timeout) == ("infra", 2, True)
-    assert "DeadlineExceeded" in infra.reason
-
-
 def test_names_and_labels_are_valid_and_deterministic():
     long_id = "wpk-some-really-long-test-identifier--openai-gpt-4o-mini-2024-07-18--with-skills--r3"
     name = job_name("wpb-0123456789ab", long_id)
     assert name == job_name("wpb-0123456789ab", long_id) and len(name) <= 63
     assert dns_label(name) == name
     assert job_name("r", "a") != job_name("r", "b")
+    assert job_name("r", "a", 1) != job_name("r", "a", 2) and len(job_name("r" * 40, long_id, 10)) <= 63
     assert len(label_value("openai/gpt-4o" * 10)) <= 63 and "/" not in label_value("openai/gpt-4o")
 
 
 def test_chunk_zero_does_not_grow_with_the_number_of_items(manifest):
     """The item index lives beside the items: 300 copies of the items leave chunk 0 as small as 3 do."""
-    from wpbench_controller.payload import HEADER_KEY, INDEX_KEY
+    from wpbench_k8s.kube.payload import HEADER_KEY, INDEX_KEY
 
     def chunk_zero_size(copies: int) -> int:
         items = [i.model_copy(update={"item_id": f"{i.item_id}-{n}"}) for n in range(copies) for i in manifest.items]

@@ -24,7 +24,8 @@ from fake_provider import FakeProvider, Reply, has_system, rate_limited, server_
 
 from wpbench_k8s.cli import run
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, load_suite
-from wpbench_k8s.executor.base import Executor, GraderSpec, register_executor
+from wpbench_k8s.executor.base import Executor, register_executor
+from wpbench_k8s.manifest import GraderSpec
 from wpbench_k8s.models.knowledge import score_answer
 from wpbench_k8s.models.prompts import build_prompt
 from wpbench_k8s.outcome import GraderFacts

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wpbench_k8s.executor.base import GraderSpec
 from wpbench_k8s.executor.docker import lockdown_args
+from wpbench_k8s.manifest import GraderSpec
 from wpbench_runtime.contract import Verdict
 
 RUN_LABEL = "org.wpbench-k8s.tests"

@@ -34,8 +34,7 @@ def test_records_stream_to_partial_and_finalize_in_manifest_order(tmp_path):
 
 def test_verdict_key_changes_with_what_decides_a_verdict_and_nothing_else():
     from wpbench_k8s.cache import verdict_key
-    from wpbench_k8s.executor.base import GraderLimits, GraderSpec
-    from wpbench_k8s.manifest import RunManifest
+    from wpbench_k8s.manifest import GraderLimits, GraderSpec, RunManifest
     from wpbench_runtime.contract import GradeTask
 
     def manifest(**grader) -> RunManifest:

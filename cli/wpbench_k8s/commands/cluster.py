@@ -43,29 +43,21 @@ def cluster_options(func: Any) -> Any:
 
 
 class Cluster:
-    """The API clients for one kubeconfig/context/namespace (created lazily: --dry-run needs none)."""
+    """The API client for one kubeconfig/context/namespace (created lazily: --dry-run needs none)."""
 
     def __init__(self, kubeconfig: str | None, context: str | None, namespace: str | None) -> None:
-        from kubernetes import client as k8s
+        from wpbench_k8s.kube.client import Kube, api_client
 
-        from wpbench_k8s.executor.kubernetes import Kube, api_client
-
-        self.api = api_client(kubeconfig, context)
+        self.kube = Kube(api_client(kubeconfig, context))
         self.namespace = namespace or _context_namespace(kubeconfig, context) or DEFAULT_NAMESPACE
-        self.k8s = k8s
-        kube = Kube(self.api)
-        self.core, self.custom = kube.core, kube.custom
 
     def run(self, name: str) -> dict[str, Any]:
-        from wpbench_controller import crd
+        from wpbench_k8s.kube.client import RUNS, KubeError
 
         try:
-            run: dict[str, Any] = self.custom.get_namespaced_custom_object(
-                crd.GROUP, crd.VERSION, self.namespace, crd.PLURAL, name
-            )
-        except self.k8s.ApiException as exc:
+            return self.kube.get(RUNS, self.namespace, name)
+        except KubeError as exc:
             raise _api_error(exc, f"run {self.namespace}/{name}") from exc
-        return run
 
 
 def _context_namespace(kubeconfig: str | None, context: str | None) -> str | None:
@@ -86,23 +78,25 @@ def unreachable_is_an_error(func: Any) -> Any:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        import urllib3
+        from wpbench_k8s.kube.client import KubeError, Unreachable
 
         try:
             return func(*args, **kwargs)
-        except urllib3.exceptions.HTTPError as exc:
+        except Unreachable as exc:
             raise ClusterError(f"cannot reach the Kubernetes API server: {exc}") from exc
+        except KubeError as exc:
+            raise _api_error(exc, "Kubernetes API") from exc
 
     return wrapper
 
 
 def _api_error(exc: Any, what: str) -> ClusterError:
-    try:
-        message = json.loads(exc.body).get("message", exc.reason)
-    except (TypeError, ValueError):
-        message = exc.reason
+    """A KubeError in one line naming what was asked for."""
+    message = exc.message or exc.reason
     if exc.status == 404:
         return ClusterError(f"{what}: not found ({message})")
+    if exc.status is None:
+        return ClusterError(f"{what}: cannot reach the Kubernetes API server: {exc}")
     return ClusterError(f"{what}: {exc.status} {message}")
 
 
@@ -138,7 +132,8 @@ def submit_command(**params: Any) -> None:
       wpbench-k8s submit --config run.yaml --context kind-wpbench
       wpbench-k8s submit --check-reference-solution --dry-run > run.yaml
     """
-    from wpbench_controller.objects import MAX_RUN_NAME, RunSettings
+    from wpbench_k8s.kube.names import MAX_RUN_NAME
+    from wpbench_k8s.kube.objects import RunSettings
 
     _, manifest = plan_from_flags(params)
     name = params.get("run_name") or f"wpb-{manifest.run_id}".lower()
@@ -157,14 +152,17 @@ def submit_command(**params: Any) -> None:
     if params.get("dry_run"):
         import yaml
 
-        from wpbench_controller.objects import dry_run_objects
+        from wpbench_k8s.kube.objects import DRY_RUN_KIND, dry_run_document
 
-        objects = dry_run_objects(manifest, RunSettings(namespace=namespace or DEFAULT_NAMESPACE, **settings_args))
+        document = dry_run_document(manifest, RunSettings(namespace=namespace or DEFAULT_NAMESPACE, **settings_args))
         click.echo(
             f"# wpbench-k8s submit --dry-run: run {name}, {len(manifest.items)} items, manifest {manifest.digest()}"
         )
-        click.echo("# uids are placeholders: the API server assigns them when the run is created")
-        click.echo(yaml.safe_dump_all(objects, sort_keys=False), nl=False)
+        click.echo(
+            f"# For reading only: the objects sit inside one {DRY_RUN_KIND} document, which no cluster serves, so\n"
+            "# `kubectl apply` refuses it (their owner uids are placeholders the API server would never match)."
+        )
+        click.echo(yaml.safe_dump(document, sort_keys=False), nl=False)
         return
     cluster = Cluster(params.get("kubeconfig"), params.get("context"), namespace)
     settings = RunSettings(namespace=cluster.namespace, **settings_args)
@@ -174,26 +172,23 @@ def submit_command(**params: Any) -> None:
 
 def submit(cluster: Cluster, manifest: Any, settings: Any) -> str:
     """Create the run, then its payload ConfigMaps owned by it (the controller waits for all of them)."""
-    from wpbench_controller import crd
-    from wpbench_controller.objects import owner_reference, payload_config_maps, run_object
-    from wpbench_k8s.executor.kubernetes import to_dict
+    from wpbench_k8s.kube.client import CONFIG_MAPS, RUNS, KubeError, to_dict
+    from wpbench_k8s.kube.objects import owner_reference, payload_config_maps, run_object
 
     maps = payload_config_maps(manifest, settings, None)
     names = [m.metadata.name for m in maps if m.metadata and m.metadata.name]
     body = run_object(manifest, settings, names)
     try:
-        created = cluster.custom.create_namespaced_custom_object(
-            crd.GROUP, crd.VERSION, settings.namespace, crd.PLURAL, body
-        )
-    except cluster.k8s.ApiException as exc:
+        created = cluster.kube.create(RUNS, settings.namespace, body)
+    except KubeError as exc:
         raise _api_error(exc, f"create run {settings.namespace}/{settings.name}") from exc
     owner = owner_reference(settings.name, created["metadata"]["uid"])
     for cm in maps:
         assert cm.metadata is not None
         cm.metadata.owner_references = [owner]
         try:
-            cluster.core.create_namespaced_config_map(settings.namespace, to_dict(cm), _preload_content=False)
-        except cluster.k8s.ApiException as exc:
+            cluster.kube.create(CONFIG_MAPS, settings.namespace, to_dict(cm))
+        except KubeError as exc:
             raise _api_error(exc, f"create ConfigMap {cm.metadata.name}") from exc
     return str(settings.name)
 
@@ -222,18 +217,17 @@ def status_command(
     run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None, watch: bool
 ) -> None:
     """Show a run's phase, done/total, passes, failures and infra retries."""
-    from wpbench_controller import crd
+    from wpbench_k8s.kube import crd
 
     cluster = Cluster(kubeconfig, context, namespace)
     run = cluster.run(run_name)
     if not watch:
         click.echo(_status_line(run))
         return
-    import kubernetes.watch
-
-    kwatch: Any = kubernetes.watch
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from wpbench_k8s.kube.client import RUNS, Watcher
 
     console = Console(stderr=True)
     with Progress(
@@ -258,31 +252,22 @@ def status_command(
             )
             return st.get("phase") in crd.TERMINAL_PHASES
 
-        done = show(run)
-        version = run["metadata"]["resourceVersion"]
-        while not done:
-            w = kwatch.Watch()
-            for event in w.stream(
-                cluster.custom.list_namespaced_custom_object,
-                crd.GROUP,
-                crd.VERSION,
-                cluster.namespace,
-                crd.PLURAL,
-                field_selector=f"metadata.name={run_name}",
-                resource_version=version,
-                timeout_seconds=60,
-                deserialize=False,
-            ):
-                obj = event["object"]
-                if event["type"] == "DELETED":
+        # The one watch loop: ERROR events and 410 Gone relist (the run comes again as LISTED).
+        watcher = Watcher(
+            cluster.kube,
+            RUNS,
+            cluster.namespace,
+            field_selector=f"metadata.name={run_name}",
+            resource_version=run["metadata"].get("resourceVersion"),
+        )
+        if not show(run):
+            for event in watcher:
+                if event.type == "DELETED":
                     raise ClusterError(f"run {run_name} was deleted")
-                if event["type"] in ("ADDED", "MODIFIED"):
-                    version = obj["metadata"]["resourceVersion"]
-                    run = obj
-                    if show(obj):
-                        done = True
-                        w.stop()
-                        break
+                run = event.object
+                if show(run):
+                    watcher.stop()
+                    break
     click.echo(_status_line(run))
     if (run.get("status") or {}).get("phase") != "Succeeded":
         sys.exit(1)
@@ -290,14 +275,14 @@ def status_command(
 
 # ---- results ----------------------------------------------------------------------------------
 def load_manifest(cluster: Cluster, run: dict[str, Any]) -> Any:
-    from wpbench_controller.payload import PayloadError, join_manifest
-    from wpbench_k8s.executor.kubernetes import read_json
+    from wpbench_k8s.kube.client import CONFIG_MAPS, KubeError
+    from wpbench_k8s.kube.payload import PayloadError, join_manifest
 
     chunks = []
     for name in run["spec"]["payload"]["configMaps"]:
         try:
-            cm = read_json(cluster.core.read_namespaced_config_map(name, cluster.namespace, _preload_content=False))
-        except cluster.k8s.ApiException as exc:
+            cm = cluster.kube.get(CONFIG_MAPS, cluster.namespace, name)
+        except KubeError as exc:
             raise _api_error(exc, f"payload ConfigMap {name}") from exc
         chunks.append(cm.get("data") or {})
     try:
@@ -330,7 +315,7 @@ def results_command(
     """
     from rich.console import Console
 
-    from wpbench_controller.results import read_records
+    from wpbench_k8s.kube.results import read_records
     from wpbench_k8s.outputs import now_iso, summarize
     from wpbench_k8s.runner import mode_sections
 
@@ -339,7 +324,7 @@ def results_command(
     manifest = load_manifest(cluster, run)
     rank = {item.item_id: i for i, item in enumerate(manifest.items)}
     records = sorted(
-        read_records(cluster.core, cluster.namespace, run_name), key=lambda r: rank.get(r.item_id, len(rank))
+        read_records(cluster.kube, cluster.namespace, run_name), key=lambda r: rank.get(r.item_id, len(rank))
     )
     status = run.get("status") or {}
     complete = status.get("phase") == "Succeeded" and len(records) == len(manifest.items)
@@ -388,23 +373,21 @@ def logs_command(
     run_name: str, test_id: str, kubeconfig: str | None, context: str | None, namespace: str | None, model: str | None
 ) -> None:
     """Show the grader pod log of one test of a run (the stored verdict once the pod is gone)."""
-    from wpbench_controller.results import read_records
-    from wpbench_k8s.executor.kubernetes import LABEL_MODEL, LABEL_RUN, LABEL_TEST, label_value, pod_log, read_json
+    from wpbench_k8s.kube.client import PODS
+    from wpbench_k8s.kube.facts import read_log
+    from wpbench_k8s.kube.names import LABEL_MODEL, LABEL_RUN, LABEL_TEST, label_value
+    from wpbench_k8s.kube.results import read_records
 
     cluster = Cluster(kubeconfig, context, namespace)
     selector = f"{LABEL_RUN}={label_value(run_name)},{LABEL_TEST}={label_value(test_id)}"
     if model:
         selector += f",{LABEL_MODEL}={label_value(model)}"
     click.echo(f"# kubectl logs -n {cluster.namespace} -l {selector} --tail=-1", err=True)
-    pods = read_json(
-        cluster.core.list_namespaced_pod(cluster.namespace, label_selector=selector, _preload_content=False)
-    )
+    pods = cluster.kube.items(PODS, cluster.namespace, selector=selector)
     shown = 0
-    for pod in sorted(pods["items"], key=lambda p: p["metadata"].get("creationTimestamp") or ""):
-        try:
-            text = pod_log(cluster.core, cluster.namespace, pod["metadata"]["name"])
-        except cluster.k8s.ApiException as exc:
-            text = f"(log not available: {exc.status} {exc.reason})\n"
+    for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or ""):
+        data, error = read_log(cluster.kube, cluster.namespace, pod["metadata"]["name"], tries=1)
+        text = data.decode("utf-8", "replace") if data is not None else f"(log not available: {error})\n"
         click.echo(f"==> pod {pod['metadata']['name']} ({(pod.get('status') or {}).get('phase')}) <==", err=True)
         click.echo(text, nl=not text.endswith("\n"))
         shown += 1
@@ -412,7 +395,7 @@ def logs_command(
         return
     stored = [
         r
-        for r in read_records(cluster.core, cluster.namespace, run_name)
+        for r in read_records(cluster.kube, cluster.namespace, run_name)
         if r.test_id == test_id and (model is None or r.model == model)
     ]
     if not stored:
@@ -435,19 +418,11 @@ def logs_command(
 @unreachable_is_an_error
 def cancel_command(run_name: str, kubeconfig: str | None, context: str | None, namespace: str | None) -> None:
     """Stop a run: the controller deletes its running Jobs; stored results stay (`results` still works)."""
-    from wpbench_controller import crd
+    from wpbench_k8s.kube.client import RUNS
 
     cluster = Cluster(kubeconfig, context, namespace)
     cluster.run(run_name)
-    cluster.custom.patch_namespaced_custom_object(
-        crd.GROUP,
-        crd.VERSION,
-        cluster.namespace,
-        crd.PLURAL,
-        run_name,
-        {"spec": {"cancel": True}},
-        _content_type="application/merge-patch+json",
-    )
+    cluster.kube.patch(RUNS, cluster.namespace, run_name, {"spec": {"cancel": True}})
     click.echo(f"cancel requested for {cluster.namespace}/{run_name}")
 
 

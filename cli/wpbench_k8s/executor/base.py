@@ -11,37 +11,12 @@ import importlib
 from collections.abc import Callable
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from wpbench_k8s.manifest import GraderSpec
 from wpbench_k8s.outcome import GraderFacts
 from wpbench_runtime.contract import GradeTask
 
 # How long an infrastructure retry waits for an engine that does not answer (a daemon restart).
 ENGINE_WAIT_SECONDS = 120.0
-
-
-class GraderLimits(BaseModel):
-    """Per-container limits; the same numbers become Pod requests/limits on Kubernetes."""
-
-    model_config = ConfigDict(extra="forbid")
-    cpus: float = Field(default=1.0, gt=0)
-    memory_mb: int = Field(default=512, ge=64)
-    pids: int = Field(default=64, ge=8)
-    wordpress_tmpfs_mb: int = Field(default=256, ge=16)
-    tmp_tmpfs_mb: int = Field(default=64, ge=1)
-
-
-class GraderSpec(BaseModel):
-    """What a backend needs to start graders: image, limits, timeouts."""
-
-    model_config = ConfigDict(extra="forbid")
-    image: str = "wpbench-grader:dev"
-    image_id: str = ""  # resolved content id (sha256:...) recorded in results
-    timeout_seconds: float = Field(default=90.0, gt=0)
-    # Extra wall time the backend allows beyond timeout_seconds for container start and
-    # teardown before it gives up on the container itself.
-    grace_seconds: float = Field(default=30.0, ge=0)
-    limits: GraderLimits = Field(default_factory=GraderLimits)
 
 
 class Executor(abc.ABC):

@@ -27,7 +27,8 @@ import requests.exceptions
 from docker.types import LogConfig
 
 from wpbench_k8s.errors import ExecutorError
-from wpbench_k8s.executor.base import Executor, GraderSpec, register_executor
+from wpbench_k8s.executor.base import Executor, register_executor
+from wpbench_k8s.manifest import GraderSpec
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
 from wpbench_runtime.contract import GradeTask
 

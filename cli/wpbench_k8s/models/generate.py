@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest
+from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, test_from_dict
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.manifest import Candidate, ManifestItem, ModelSpec, RunManifest, SkillSpec
 from wpbench_k8s.models import prompts
@@ -92,13 +92,16 @@ def generate_for_item(
     Raises:
         InputError: the item names a model the manifest does not list.
     """
-    from wpbench_k8s.pipeline import test_of  # the pipeline imports this module lazily too
-
     model = next((m for m in manifest.models if m.name == item.model), None)
     if model is None:
         raise InputError(f"item {item.item_id}: model {item.model!r} is not in the manifest's models")
     skills = list(manifest.skills) if item.variant == "with-skills" else []
     result = generate_candidate(
-        model, test_of(manifest, item.test_id), skills, item.prompt or None, retry=retry, profile=manifest.profile
+        model,
+        test_from_dict(manifest.tests[item.test_id]),
+        skills,
+        item.prompt or None,
+        retry=retry,
+        profile=manifest.profile,
     )
     return item.model_copy(update={"candidate": result.candidate}), result

@@ -72,8 +72,8 @@ class SimCluster:
         return self.server.write_kubeconfig(path, namespace)
 
     def namespace(self, name: str, *, restricted: bool = True) -> None:
-        from wpbench_controller.objects import namespace_object
-        from wpbench_k8s.executor.kubernetes import to_dict
+        from wpbench_k8s.kube.client import to_dict
+        from wpbench_k8s.kube.objects import namespace_object
 
         obj = to_dict(namespace_object(name))
         if not restricted:
@@ -81,7 +81,7 @@ class SimCluster:
         self.store.create(self.store.resources["/namespaces"], "", obj)
 
     def install_crd(self) -> None:
-        from wpbench_controller.crd import crd
+        from wpbench_k8s.kube.crd import crd
 
         self.store.create(self.store.resources["apiextensions.k8s.io/customresourcedefinitions"], "", crd())
 

@@ -8,15 +8,14 @@ twice never duplicates it: a restarted controller can always re-collect safely.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes import client as k8s
-
-from wpbench_controller.objects import COMPONENT_RESULTS, config_map, owner_reference, run_labels
-from wpbench_controller.payload import CHUNK_BUDGET, item_key
-from wpbench_k8s.executor.kubernetes import LABEL_RUN, label_value, read_json, to_dict
+from wpbench_k8s.kube.client import CONFIG_MAPS, Kube, to_dict
+from wpbench_k8s.kube.names import COMPONENT_RESULTS, run_labels, run_selector
+from wpbench_k8s.kube.objects import config_map, owner_reference
+from wpbench_k8s.kube.payload import CHUNK_BUDGET, item_key
 from wpbench_k8s.records import Record, json_line
 from wpbench_k8s.scoring import counted
 
@@ -74,7 +73,7 @@ class Shards:
     Keys are never rewritten with other content, so a write repeated after a crash changes nothing.
     """
 
-    core: Any
+    kube: Kube
     namespace: str
     run_name: str
     run_uid: str
@@ -85,26 +84,31 @@ class Shards:
 
     @property
     def selector(self) -> str:
-        return f"{LABEL_RUN}={label_value(self.run_name)},app.kubernetes.io/component={self.component}"
+        return run_selector(self.run_name, self.component)
 
     def shard_name(self, index: int) -> str:
         return f"{self.run_name}-{self.component}-{index}"
 
-    def load(self) -> dict[str, str]:
-        """Every key of every shard (after a restart the cluster is the only memory)."""
-        listed = read_json(
-            self.core.list_namespaced_config_map(self.namespace, label_selector=self.selector, _preload_content=False)
-        )
-        merged: dict[str, str] = {}
-        self.shards.clear()
+    def scan(self) -> Iterator[tuple[str, str]]:
+        """(key, value) of every shard, one shard in memory at a time; rebuilds the shard index.
+
+        After a restart the cluster is the only memory. Exhaust the iterator before writing.
+        """
+        found: list[tuple[int, str, int]] = []
         self.where.clear()
-        for cm in sorted(listed["items"], key=lambda c: int(c["metadata"]["name"].rsplit("-", 1)[1])):
+        for cm in self.kube.pages(CONFIG_MAPS, self.namespace, selector=self.selector, limit=1):
+            name = cm["metadata"]["name"]
             data: dict[str, str] = cm.get("data") or {}
-            self.shards.append((cm["metadata"]["name"], sum(len(k) + len(v.encode()) for k, v in data.items())))
+            found.append((_shard_index(cm), name, sum(len(k) + len(v.encode()) for k, v in data.items())))
             for key, value in data.items():
-                merged.setdefault(key, value)
-                self.where.setdefault(key, cm["metadata"]["name"])
-        return merged
+                if key not in self.where:
+                    self.where[key] = name
+                    yield key, value
+        self.shards[:] = [(name, size) for _, name, size in sorted(found)]
+
+    def load(self) -> dict[str, str]:
+        """Every key of every shard, in memory (for small components: generated candidates)."""
+        return dict(self.scan())
 
     def put(self, entries: dict[str, str]) -> tuple[int, dict[str, str]]:
         """Store entries durably: one write per shard touched (plus one per new shard).
@@ -136,19 +140,13 @@ class Shards:
         name = self.shard_name(len(self.shards))
         owner = owner_reference(self.run_name, self.run_uid)
         cm = config_map(name, self.namespace, run_labels(self.run_name, self.component), {}, owner)
-        try:
-            self.core.create_namespaced_config_map(self.namespace, to_dict(cm), _preload_content=False)
-        except k8s.ApiException as exc:
-            if exc.status != 409:  # already there: a previous life of this controller made it
-                raise
+        self.kube.ensure(CONFIG_MAPS, self.namespace, to_dict(cm))  # 409: a previous life of this controller made it
         self.shards.append((name, 0))
 
     def _write(self, batch: dict[str, str], size: int) -> int:
         name, used = self.shards[-1]
         body: dict[str, Any] = {"data": batch}
-        self.core.patch_namespaced_config_map(
-            name, self.namespace, body, _content_type="application/merge-patch+json", _preload_content=False
-        )
+        self.kube.patch(CONFIG_MAPS, self.namespace, name, body)
         self.shards[-1] = (name, used + size)
         return 1
 
@@ -156,13 +154,13 @@ class Shards:
 class ResultStore:
     """The records of one run: what is done, and the counts for its status."""
 
-    def __init__(self, core: Any, namespace: str, run_name: str, run_uid: str) -> None:
-        self.shards = Shards(core, namespace, run_name, run_uid, COMPONENT_RESULTS)
+    def __init__(self, kube: Kube, namespace: str, run_name: str, run_uid: str) -> None:
+        self.shards = Shards(kube, namespace, run_name, run_uid, COMPONENT_RESULTS)
         self.tallies: dict[str, Tally] = {}  # item_id -> tally
 
     def load(self) -> None:
         self.tallies = {}
-        for value in self.shards.load().values():
+        for _, value in self.shards.scan():
             record = Record.model_validate_json(value)
             self.tallies[record.item_id] = Tally.of(record)
 
@@ -193,13 +191,19 @@ class ResultStore:
         }
 
 
-def read_records(core: Any, namespace: str, run_name: str) -> list[Record]:
-    """Every stored record of a run (shards in order, one record per item)."""
-    selector = f"{LABEL_RUN}={label_value(run_name)},app.kubernetes.io/component={COMPONENT_RESULTS}"
-    listed = read_json(core.list_namespaced_config_map(namespace, label_selector=selector, _preload_content=False))
-    seen: dict[str, Record] = {}
-    for cm in sorted(listed["items"], key=lambda c: int(c["metadata"]["name"].rsplit("-", 1)[1])):
+def _shard_index(cm: dict[str, Any]) -> int:
+    return int(cm["metadata"]["name"].rsplit("-", 1)[1])
+
+
+def read_records(kube: Kube, namespace: str, run_name: str) -> Iterator[Record]:
+    """Every stored record of a run, one per item (the one reader of stored results).
+
+    Records stream: one shard (under 1 MiB) is held at a time, in the API server's order.
+    """
+    seen: set[str] = set()
+    for cm in kube.pages(CONFIG_MAPS, namespace, selector=run_selector(run_name, COMPONENT_RESULTS), limit=1):
         for value in (cm.get("data") or {}).values():
             record = Record.model_validate(json.loads(value))
-            seen.setdefault(record.item_id, record)
-    return list(seen.values())
+            if record.item_id not in seen:
+                seen.add(record.item_id)
+                yield record

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from wpbench_k8s.executor.kubernetes import short_hash
+from wpbench_k8s.kube.names import short_hash
 from wpbench_k8s.manifest import ManifestItem, RunManifest
 from wpbench_runtime.contract import GradeTask
 

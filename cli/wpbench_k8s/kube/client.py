@@ -1,0 +1,415 @@
+"""A small client for the few kinds this project uses: JSON in, JSON out, a timeout on every request.
+
+`Kube` wraps the official client's `ApiClient` (its configuration, auth and TLS) and speaks to the
+API server by path, so every call site reads the same way (`kube.get(JOBS, ns, name)`) and every
+failure arrives as one of a few typed errors: `NotFound`, `Conflict`, `Gone`, `Unreachable`, or
+their base `KubeError`. No call can hang: each carries `(connect, read)` timeouts (urllib3 may
+retry an idempotent request a few times, so the bound is a small multiple), and a watch's read
+timeout sits just past the server-side `timeoutSeconds`, so a half-open connection ends.
+
+`Watcher` is the one watch loop (the controller, the executor and `status --watch` use it): list,
+then watch from the list's resourceVersion with bookmarks; an ERROR event or a 410 Gone relists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import urllib3
+from kubernetes import client as k8s
+
+from wpbench_k8s import __version__
+from wpbench_k8s.errors import ExecutorError
+
+log = logging.getLogger(__name__)
+USER_AGENT = f"wpbench-k8s/{__version__}"
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 30.0
+WATCH_SECONDS = 120  # server-side timeoutSeconds of one watch request
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One resource type: its apiVersion, plural, and whether it lives in a namespace."""
+
+    api_version: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str | None = None) -> str:
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced:
+            if namespace is None:
+                raise ValueError(f"{self.plural} live in a namespace")
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+        if sub is not None:
+            base += f"/{sub}"
+        return base
+
+
+PODS = Kind("v1", "pods")
+CONFIG_MAPS = Kind("v1", "configmaps")
+EVENTS = Kind("v1", "events")
+NAMESPACES = Kind("v1", "namespaces", namespaced=False)
+JOBS = Kind("batch/v1", "jobs")
+NETWORK_POLICIES = Kind("networking.k8s.io/v1", "networkpolicies")
+RUNS = Kind("wpbench-k8s.org/v1alpha1", "wpbenchruns")  # kept equal to crd.API_VERSION by a test
+
+
+# ---- errors -------------------------------------------------------------------------------------
+class KubeError(Exception):
+    """The API server answered with an error (or could not be reached: `Unreachable`)."""
+
+    def __init__(self, status: int | None, reason: str, message: str = "") -> None:
+        self.status, self.reason, self.message = status, reason, message
+        super().__init__(f"{status} {reason}: {message}".strip(": ") if status else f"{reason}: {message}")
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    """409: already exists (a deterministic name: a previous pass made it), or a stale update."""
+
+
+class Gone(KubeError):
+    """410: the resourceVersion is too old to watch from; list again."""
+
+
+class Unreachable(KubeError):
+    """No answer: connection refused or reset, or a request timeout."""
+
+
+_BY_STATUS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 410: Gone}
+
+
+def _error(status: int, body: bytes, reason: str = "") -> KubeError:
+    message = ""
+    try:
+        doc = json.loads(body)
+        if isinstance(doc, dict):
+            message = str(doc.get("message", ""))
+            reason = str(doc.get("reason") or reason)
+    except ValueError:
+        message = body[:200].decode("utf-8", "replace")
+    return _BY_STATUS.get(status, KubeError)(status, reason or "Error", message)
+
+
+def api_client(
+    kubeconfig: str | None = None, context: str | None = None, *, user_agent: str = USER_AGENT
+) -> k8s.ApiClient:
+    """An ApiClient from a kubeconfig (or, inside a pod with none given, the service account).
+
+    Raises:
+        ExecutorError: no usable configuration.
+    """
+    from kubernetes import config
+
+    kconfig: Any = config  # the config loaders are untyped
+    try:
+        if (
+            kubeconfig is None
+            and context is None
+            and os.environ.get("KUBERNETES_SERVICE_HOST")
+            and not os.environ.get("KUBECONFIG")
+        ):
+            cfg = k8s.Configuration()
+            kconfig.load_incluster_config(client_configuration=cfg)
+            api = k8s.ApiClient(cfg)
+        else:
+            api = kconfig.new_client_from_config(config_file=kubeconfig, context=context, persist_config=False)
+    except (kconfig.ConfigException, OSError, TypeError) as exc:
+        raise ExecutorError(
+            f"no usable Kubernetes configuration ({kubeconfig or 'default kubeconfig'}): {exc}"
+        ) from exc
+    api.user_agent = user_agent
+    return api
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """A client model as the JSON the API server receives (camelCase keys, no None values)."""
+    serializer: Any = k8s.ApiClient()
+    result: dict[str, Any] = serializer.sanitize_for_serialization(obj)
+    return result
+
+
+# ---- the client ---------------------------------------------------------------------------------
+class Kube:
+    """get, get_list, items, pages, create, ensure, patch, delete, log by `Kind`; a timeout on every request."""
+
+    def __init__(self, api: k8s.ApiClient, *, read_timeout: float = READ_TIMEOUT) -> None:
+        self.api = api
+        self.read_timeout = read_timeout
+
+    def _open(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, Any]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        read_timeout: float | None = None,
+    ) -> Any:
+        """Send one request; the urllib3 response, unread. Raises KubeError for any non-2xx answer."""
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        api: Any = self.api
+        request = api.param_serialize(
+            method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"]
+        )
+        timeout = (CONNECT_TIMEOUT, read_timeout or self.read_timeout)
+        try:
+            response = api.call_api(*request, _request_timeout=timeout).response
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Unreachable(None, type(exc).__name__, str(exc)) from exc
+        if not 200 <= response.status < 300:
+            try:
+                data = response.read()
+            except (urllib3.exceptions.HTTPError, OSError):
+                data = b""
+            raise _error(response.status, data, response.reason or "")
+        return response
+
+    def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        response = self._open(method, path, **kw)
+        try:
+            data = response.read()
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Unreachable(None, type(exc).__name__, str(exc)) from exc
+        doc: dict[str, Any] = json.loads(data) if data else {}
+        return doc
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
+        return self._json("GET", kind.path(namespace, name))
+
+    def get_list(
+        self, kind: Kind, namespace: str | None, *, selector: str | None = None, field_selector: str | None = None
+    ) -> dict[str, Any]:
+        """The list object (`items`, `metadata.resourceVersion`)."""
+        query: list[tuple[str, Any]] = []
+        if selector:
+            query.append(("labelSelector", selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        return self._json("GET", kind.path(namespace), query=query)
+
+    def pages(
+        self, kind: Kind, namespace: str | None, *, selector: str | None = None, limit: int = 50
+    ) -> Iterator[dict[str, Any]]:
+        """Every object, fetched `limit` at a time (big objects such as result shards: one at a time)."""
+        token = ""
+        while True:
+            query: list[tuple[str, Any]] = [("limit", limit)]
+            if selector:
+                query.append(("labelSelector", selector))
+            if token:
+                query.append(("continue", token))
+            page = self._json("GET", kind.path(namespace), query=query)
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
+    def items(self, kind: Kind, namespace: str | None, **selectors: str | None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.get_list(kind, namespace, **selectors).get("items") or []
+        return items
+
+    def create(self, kind: Kind, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        return self._json("POST", kind.path(namespace), body=body)
+
+    def ensure(self, kind: Kind, namespace: str | None, body: dict[str, Any]) -> bool:
+        """Create unless it exists (deterministic names: 409 means made before). Returns True if created."""
+        try:
+            self.create(kind, namespace, body)
+        except Conflict:
+            return False
+        return True
+
+    def patch(
+        self, kind: Kind, namespace: str | None, name: str, body: dict[str, Any], *, subresource: str | None = None
+    ) -> dict[str, Any]:
+        """A JSON merge patch (of the status subresource when `subresource="status"`)."""
+        return self._json(
+            "PATCH", kind.path(namespace, name, subresource), body=body, content_type="application/merge-patch+json"
+        )
+
+    def delete(self, kind: Kind, namespace: str | None, name: str) -> bool:
+        """Delete in the background (dependents follow); False when it was already gone."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        try:
+            self._json("DELETE", kind.path(namespace, name), body=body)
+        except NotFound:
+            return False
+        return True
+
+    def log(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> bytes:
+        """At most `limit_bytes` of a container's log (the kubelet stops there: a flood costs nothing)."""
+        query = [("container", container), ("limitBytes", limit_bytes)]
+        response = self._open("GET", PODS.path(namespace, pod, "log"), query=query)
+        try:
+            data: bytes = response.read(limit_bytes)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise Unreachable(None, type(exc).__name__, str(exc)) from exc
+        finally:
+            response.release_conn()
+        return data
+
+
+# ---- watching -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WatchEvent:
+    """One change: `LISTED` for each object of a (re)list, then what the watch reports."""
+
+    type: Literal["LISTED", "ADDED", "MODIFIED", "DELETED"]
+    object: dict[str, Any]
+
+
+class Watcher:
+    """List, then watch from there, forever or until `stop()` / `deadline` (a `time.monotonic()` value).
+
+    Bookmarks keep the resourceVersion fresh; an ERROR event or 410 Gone relists (objects come again as
+    LISTED); any other failure relists after `retry_seconds`. Iterating yields `WatchEvent`s.
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        kind: Kind,
+        namespace: str | None,
+        *,
+        selector: str | None = None,
+        field_selector: str | None = None,
+        watch_seconds: int = WATCH_SECONDS,
+        retry_seconds: float = 1.0,
+        deadline: float | None = None,
+        resource_version: str | None = None,
+    ) -> None:
+        """`resource_version`: watch from there first, without listing (a caller that just read the object)."""
+        self.kube, self.kind, self.namespace = kube, kind, namespace
+        self.resume_from = resource_version
+        self.selector, self.field_selector = selector, field_selector
+        self.watch_seconds, self.retry_seconds, self.deadline = watch_seconds, retry_seconds, deadline
+        self._stopped = threading.Event()
+        self._response: Any = None
+        self.relists = 0
+
+    def stop(self) -> None:
+        self._stopped.set()
+        response = self._response
+        if response is not None:
+            with contextlib.suppress(Exception):  # already closed
+                response.shutdown() if hasattr(response, "shutdown") else response.close()
+
+    def _remaining(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def _over(self) -> bool:
+        left = self._remaining()
+        return self._stopped.is_set() or (left is not None and left <= 0)
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        while not self._over():
+            version = self.resume_from
+            self.resume_from = None
+            if version is None:
+                try:
+                    listed = self.kube.get_list(
+                        self.kind, self.namespace, selector=self.selector, field_selector=self.field_selector
+                    )
+                except KubeError as exc:
+                    log.warning("list %s: %s; trying again", self.kind.plural, exc)
+                    self._stopped.wait(self.retry_seconds)
+                    continue
+                for obj in listed.get("items") or []:
+                    yield WatchEvent("LISTED", obj)
+                version = (listed.get("metadata") or {}).get("resourceVersion", "")
+            try:
+                yield from self._watch_from(version)
+            except Gone:
+                log.info("watch %s: resourceVersion %s expired; relisting", self.kind.plural, version)
+                self.relists += 1
+            except KubeError as exc:
+                if self._over():
+                    return
+                log.warning("watch %s: %s; relisting", self.kind.plural, exc)
+                self.relists += 1
+                self._stopped.wait(self.retry_seconds)
+
+    def _watch_from(self, version: str) -> Iterator[WatchEvent]:
+        """Watch requests one after another from `version` until stopped; raises Gone or KubeError."""
+        while not self._over():
+            left = self._remaining()
+            seconds = self.watch_seconds if left is None else max(1, min(self.watch_seconds, int(left) + 1))
+            query: list[tuple[str, Any]] = [
+                ("watch", "true"),
+                ("allowWatchBookmarks", "true"),
+                ("resourceVersion", version),
+                ("timeoutSeconds", seconds),
+            ]
+            if self.selector:
+                query.append(("labelSelector", self.selector))
+            if self.field_selector:
+                query.append(("fieldSelector", self.field_selector))
+            response = self.kube._open("GET", self.kind.path(self.namespace), query=query, read_timeout=seconds + 15)
+            self._response = response
+            try:
+                for line in _lines(response):
+                    event = json.loads(line)
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        code = int(obj.get("code") or 0)
+                        raise _BY_STATUS.get(code, KubeError)(code, str(obj.get("reason", "")), obj.get("message", ""))
+                    version = (obj.get("metadata") or {}).get("resourceVersion") or version
+                    if kind in ("ADDED", "MODIFIED", "DELETED"):
+                        yield WatchEvent(kind, obj)
+                    if self._over():
+                        return
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+                if self._over():
+                    return
+                raise Unreachable(None, type(exc).__name__, str(exc)) from exc
+            finally:
+                self._response = None
+                response.release_conn()
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    pending = b""
+    for chunk in response.stream(65536, decode_content=True):
+        pending += chunk
+        *whole, pending = pending.split(b"\n")
+        yield from (line for line in whole if line.strip())
+    if pending.strip():
+        yield pending
+
+
+def wait_for(
+    kube: Kube,
+    kind: Kind,
+    namespace: str,
+    name: str,
+    done: Callable[[WatchEvent], bool],
+    *,
+    timeout: float,
+) -> WatchEvent | None:
+    """Watch one object until `done(event)`; the event, or None when `timeout` seconds pass first."""
+    watcher = Watcher(
+        kube, kind, namespace, field_selector=f"metadata.name={name}", deadline=time.monotonic() + timeout
+    )
+    for event in watcher:
+        if done(event):
+            watcher.stop()
+            return event
+    return None

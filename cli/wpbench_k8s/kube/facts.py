@@ -1,0 +1,169 @@
+"""Kubernetes' side of the one outcome rule: a finished grader Job and its pod, as `GraderFacts`.
+
+What the facts mean is decided in `wpbench_k8s.outcome.decide_outcome`, for every backend alike.
+Here only the reading: which pod condition, container state or Job condition says what.
+
+- DisruptionTarget, eviction, a lost node, a pod gone, the Job's own deadline -> stopped from outside
+- the grader container's reason OOMKilled                                      -> OOM-killed
+- the pod's activeDeadlineSeconds (status.reason DeadlineExceeded)            -> the outer deadline
+- no container ever ran (unschedulable, quota, image pull)                     -> never started
+- a log that stays unreadable for LOG_READ_TRIES reads                         -> never started (infra)
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Any
+
+from wpbench_k8s.kube.client import Kube, KubeError
+from wpbench_k8s.kube.names import GRADER_CONTAINER
+from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
+
+LOG_READ_TRIES = 5  # reads of a finished pod's log before the attempt counts as infrastructure
+_STOPPED_POD_REASONS = {"Evicted", "NodeLost", "Preempting", "Terminated", "Shutdown", "NodeShutdown"}
+# Why a container waits instead of running: each is the infrastructure's, never the candidate's.
+_STUCK_WAITING = {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError",
+                  "CreateContainerError", "RunContainerError"}  # fmt: skip
+
+
+def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    """The object's status condition `kind` when it is True."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def job_finished(job: dict[str, Any]) -> bool:
+    return bool(condition(job, "Complete") or condition(job, "Failed"))
+
+
+def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == GRADER_CONTAINER:
+            return dict(cs)
+    return {}
+
+
+def grader_terminated(pod: dict[str, Any]) -> dict[str, Any]:
+    """The grader container's `state.terminated` (empty when it has not terminated)."""
+    return dict((_container_status(pod).get("state") or {}).get("terminated") or {})
+
+
+def waiting_reason(pod: dict[str, Any]) -> str:
+    """Why a pod is not running yet, in Kubernetes' words ('' when nothing says so)."""
+    status = pod.get("status") or {}
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return f"{cond.get('reason', 'Unschedulable')}: {cond.get('message', '')}".rstrip(": ")
+    waiting = (_container_status(pod).get("state") or {}).get("waiting") or {}
+    if waiting.get("reason") in _STUCK_WAITING:
+        return f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+    return ""
+
+
+def events_reason(events: list[dict[str, Any]]) -> str:
+    """The newest Warning event's reason and message (FailedCreate from a quota, ...)."""
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    if not warnings:
+        return ""
+    newest = max(warnings, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return f"{newest.get('reason', '')}: {newest.get('message', '')}".strip(": ")
+
+
+def _millis(term: dict[str, Any]) -> int:
+    try:
+        start = datetime.fromisoformat(str(term["startedAt"]).replace("Z", "+00:00"))
+        end = datetime.fromisoformat(str(term["finishedAt"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError):
+        return 0
+    return max(0, int((end - start).total_seconds() * 1000))
+
+
+def status_facts(job: dict[str, Any], pod: dict[str, Any] | None, *, test_id: str | None,
+                 events: list[dict[str, Any]] | None = None) -> GraderFacts | None:  # fmt: skip
+    """The facts when the Job's and pod's status alone decide (stopped, OOM, deadline, never ran);
+    None when the grader exited on its own and its log holds the answer."""
+    name = job["metadata"]["name"]
+    failed = condition(job, "Failed") or {}
+    if pod is None:
+        why = events_reason(events or []) or failed.get("message") or "its pod is gone"
+        if failed and failed.get("reason") != "DeadlineExceeded" and not events:
+            return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"job {name}: pod gone ({why})")
+        return GraderFacts(test_id=test_id, started=False, infra_reason=f"job {name}: no grader pod ran: {why}")
+    pod_name = pod["metadata"]["name"]
+    status = pod.get("status") or {}
+    term = grader_terminated(pod)
+    disruption = condition(pod, "DisruptionTarget")
+    if disruption or status.get("reason") in _STOPPED_POD_REASONS:
+        why = (disruption or {}).get("reason") or status.get("reason")
+        return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"pod {pod_name}: {why}")
+    if not term:
+        why = waiting_reason(pod) or status.get("message") or failed.get("message") or "container never started"
+        return GraderFacts(test_id=test_id, started=False, infra_reason=f"pod {pod_name} never ran: {why}")
+    duration = _millis(term)
+    if term.get("reason") == "OOMKilled":
+        return GraderFacts(test_id=test_id, oom_killed=True, duration_ms=duration, detail=f"pod {pod_name}")
+    if status.get("reason") == "DeadlineExceeded":
+        # The grader's exit here is the deadline's SIGTERM/SIGKILL, not a signal from someone else.
+        return GraderFacts(test_id=test_id, deadline_exceeded=True, duration_ms=duration, detail=f"pod {pod_name}")
+    if failed.get("reason") == "DeadlineExceeded":
+        # The Job's deadline (start allowance + the pod's) passed before the pod's own: it started late.
+        return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"job {name}: DeadlineExceeded")
+    return None
+
+
+def attempt_facts(
+    job: dict[str, Any],
+    pod: dict[str, Any] | None,
+    *,
+    test_id: str | None,
+    log: bytes | None = None,
+    log_error: str = "",
+    events: list[dict[str, Any]] | None = None,
+) -> GraderFacts:
+    """What one finished attempt (a Job with backoffLimit 0, and its pod) saw.
+
+    Args:
+        log: the grader's log, read with `limitBytes = MAX_GRADER_OUTPUT_BYTES + 1`; None when the
+            log could not be read (then `log_error` says why, after LOG_READ_TRIES reads).
+        events: the Job's events, for the reason a pod was never created.
+    """
+    decided = status_facts(job, pod, test_id=test_id, events=events)
+    if decided is not None or pod is None:
+        assert decided is not None
+        return decided
+    pod_name = pod["metadata"]["name"]
+    if log is None:
+        reason = f"log of pod {pod_name} unreadable after {LOG_READ_TRIES} reads: {log_error}"
+        return GraderFacts(test_id=test_id, started=False, infra_reason=reason)
+    term = grader_terminated(pod)
+    return GraderFacts(
+        test_id=test_id,
+        exit_code=term.get("exitCode"),
+        stdout=log[:MAX_GRADER_OUTPUT_BYTES].decode("utf-8", "replace"),
+        stdout_truncated=len(log) > MAX_GRADER_OUTPUT_BYTES,
+        termination_message=term.get("message"),
+        duration_ms=_millis(term),
+        detail=f"pod {pod_name}",
+    )
+
+
+def newest(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
+
+
+def read_log(kube: Kube, namespace: str, pod: str, *, tries: int = LOG_READ_TRIES, pause: float = 1.0) -> tuple[
+    bytes | None, str
+]:  # fmt: skip
+    """At most MAX_GRADER_OUTPUT_BYTES + 1 bytes of a grader's log, with a bounded number of reads."""
+    error = ""
+    for attempt in range(tries):
+        try:
+            return kube.log(namespace, pod, GRADER_CONTAINER, limit_bytes=MAX_GRADER_OUTPUT_BYTES + 1), ""
+        except KubeError as exc:
+            error = str(exc)
+            if attempt + 1 < tries:
+                time.sleep(pause)
+    return None, error

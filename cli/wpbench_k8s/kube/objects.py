@@ -1,0 +1,367 @@
+"""Every object a run brings into the cluster, built with the official client models.
+
+`submit` creates the run and its payload ConfigMaps; the controller (or the local Kubernetes
+executor) creates the NetworkPolicy, one Job per grader attempt and the result ConfigMaps.
+`dry_run_objects` lists them for `submit --dry-run`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+
+from wpbench_k8s.kube import crd
+from wpbench_k8s.kube.client import to_dict
+from wpbench_k8s.kube.names import (
+    ANNOTATION_ATTEMPT_REASON,
+    ANNOTATION_ITEM_ID,
+    ANNOTATION_MODEL,
+    ANNOTATION_TEST_ID,
+    COMPONENT_GENERATED,
+    COMPONENT_NETWORK_POLICY,
+    COMPONENT_PAYLOAD,
+    COMPONENT_RUN,
+    GRADER_CONTAINER,
+    POD_SECURITY_LABELS,
+    grader_labels,
+    job_name,
+    pod_selector,
+    run_labels,
+)
+from wpbench_k8s.kube.payload import item_key, payload_name, split_manifest, task_data_key
+from wpbench_k8s.manifest import GraderSpec, ManifestItem, RunManifest
+
+GRADER_UID = 65532
+TASK_DIR = "/etc/wpbench/task"
+TASK_FILE = f"{TASK_DIR}/task.json"
+WORDPRESS_DIR = "/run/wpbench"
+DEFAULT_INFRA_RETRIES = 2  # attempts = 1 + retries, the same budget as a local run (pipeline.INFRA_ATTEMPTS)
+# How long a grader pod may wait to be scheduled and started (image pull, CPU queue) before the
+# Job gives up and the attempt counts as infrastructure (reported with the pod's own reason).
+DEFAULT_START_SECONDS = 600
+DEFAULT_TTL_SECONDS = 24 * 3600  # a backstop: the collector deletes each Job once its verdict is stored
+# dry run: objects that only the API server can complete (a placeholder uid) are not to be applied
+DRY_RUN_KIND = "WPBenchDryRun"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the cluster side adds to a manifest: where, how many at once, how many infra retries."""
+
+    name: str
+    namespace: str
+    max_in_flight: int = 2
+    infra_retries: int = DEFAULT_INFRA_RETRIES
+    image_pull_policy: str = "IfNotPresent"
+    start_seconds: int = DEFAULT_START_SECONDS
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """Where the pod finds its task: a key of a ConfigMap, mounted read-only as TASK_FILE."""
+
+    config_map: str
+    key: str
+
+
+def owner_reference(run_name: str, uid: str) -> k8s.V1OwnerReference:
+    """Objects owned by the run go when the run is deleted (garbage collection)."""
+    return k8s.V1OwnerReference(
+        api_version=crd.API_VERSION, kind=crd.KIND, name=run_name, uid=uid, controller=True, block_owner_deletion=True
+    )
+
+
+def _quantity_cpu(cpus: float) -> str:
+    return f"{cpus:g}" if float(cpus).is_integer() else f"{round(cpus * 1000)}m"
+
+
+def attempt_deadline_seconds(spec: GraderSpec, task_timeout: float) -> int:
+    """Pod activeDeadlineSeconds (counted from the pod's start): the task's timeout plus the spec's grace."""
+    return max(1, math.ceil(task_timeout + spec.grace_seconds))
+
+
+def build_grader_job(
+    *,
+    name: str,
+    namespace: str,
+    spec: GraderSpec,
+    task_timeout: float,
+    task_source: TaskSource,
+    labels: dict[str, str],
+    annotations: dict[str, str] | None = None,
+    owner: k8s.V1OwnerReference | None = None,
+    start_seconds: int = DEFAULT_START_SECONDS,
+    ttl_seconds: int = DEFAULT_TTL_SECONDS,
+    image_pull_policy: str = "IfNotPresent",
+) -> k8s.V1Job:
+    """The Job for one grader attempt: one locked-down pod, never restarted by Kubernetes.
+
+    Retries are not the Job's: `backoffLimit: 0`, and whoever created the Job (the pipeline's retry
+    layer, or the controller) decides with `outcome.decide_outcome` whether to start another attempt.
+    The pod's own deadline bounds the test; the Job's deadline adds `start_seconds` for scheduling
+    and start, so a pod that can never start ends too (its reason is read from the pod or events).
+
+    Returns:
+        A `V1Job`; serialise with `to_dict`.
+    """
+    lim = spec.limits
+    resources = {"cpu": _quantity_cpu(lim.cpus), "memory": f"{lim.memory_mb}Mi"}
+    seccomp = k8s.V1SeccompProfile(type="RuntimeDefault")
+    container = k8s.V1Container(
+        name=GRADER_CONTAINER,
+        image=spec.image,
+        image_pull_policy=image_pull_policy,
+        args=[TASK_FILE],
+        resources=k8s.V1ResourceRequirements(requests=dict(resources), limits=dict(resources)),
+        security_context=k8s.V1SecurityContext(
+            run_as_non_root=True,
+            run_as_user=GRADER_UID,
+            run_as_group=GRADER_UID,
+            read_only_root_filesystem=True,
+            allow_privilege_escalation=False,
+            privileged=False,
+            capabilities=k8s.V1Capabilities(drop=["ALL"]),
+            seccomp_profile=seccomp,
+        ),
+        termination_message_path="/dev/termination-log",
+        termination_message_policy="File",
+        volume_mounts=[
+            k8s.V1VolumeMount(name="wordpress", mount_path=WORDPRESS_DIR),
+            k8s.V1VolumeMount(name="tmp", mount_path="/tmp"),
+            k8s.V1VolumeMount(name="task", mount_path=TASK_DIR, read_only=True),
+        ],
+    )
+    pod_deadline = attempt_deadline_seconds(spec, task_timeout)
+    pod_spec = k8s.V1PodSpec(
+        restart_policy="Never",
+        automount_service_account_token=False,
+        enable_service_links=False,
+        active_deadline_seconds=pod_deadline,
+        termination_grace_period_seconds=5,
+        # Name lookups fail at once, as under Docker's `--network none`: the only nameserver is the
+        # pod's own loopback, where nothing listens (the deny-all policy would make them hang instead).
+        dns_policy="None",
+        dns_config=k8s.V1PodDNSConfig(
+            nameservers=["127.0.0.1"],
+            searches=[],
+            options=[k8s.V1PodDNSConfigOption(name="attempts", value="1")],
+        ),
+        security_context=k8s.V1PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=GRADER_UID,
+            run_as_group=GRADER_UID,
+            fs_group=GRADER_UID,
+            seccomp_profile=seccomp,
+        ),
+        containers=[container],
+        volumes=[
+            k8s.V1Volume(
+                name="wordpress",
+                empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory", size_limit=f"{lim.wordpress_tmpfs_mb}Mi"),
+            ),
+            k8s.V1Volume(
+                name="tmp", empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory", size_limit=f"{lim.tmp_tmpfs_mb}Mi")
+            ),
+            k8s.V1Volume(
+                name="task",
+                config_map=k8s.V1ConfigMapVolumeSource(
+                    name=task_source.config_map,
+                    items=[k8s.V1KeyToPath(key=task_source.key, path="task.json")],
+                    default_mode=0o444,
+                ),
+            ),
+        ],
+    )
+    meta = k8s.V1ObjectMeta(
+        name=name,
+        namespace=namespace,
+        labels=dict(labels),
+        annotations=dict(annotations or {}),
+        owner_references=[owner] if owner else None,
+    )
+    return k8s.V1Job(
+        api_version="batch/v1",
+        kind="Job",
+        metadata=meta,
+        spec=k8s.V1JobSpec(
+            backoff_limit=0,
+            active_deadline_seconds=pod_deadline + start_seconds,
+            ttl_seconds_after_finished=ttl_seconds,
+            template=k8s.V1PodTemplateSpec(
+                metadata=k8s.V1ObjectMeta(labels=dict(labels), annotations=dict(annotations or {})), spec=pod_spec
+            ),
+        ),
+    )
+
+
+def run_object(manifest: RunManifest, settings: RunSettings, payload_maps: list[str]) -> dict[str, Any]:
+    """The WPBenchRun custom resource `submit` creates."""
+    spec: dict[str, Any] = {
+        "runId": manifest.run_id,
+        "manifestDigest": manifest.digest(),
+        "mode": manifest.mode,
+        "suite": manifest.suite,
+        "items": len(manifest.items),
+        "payload": {"configMaps": payload_maps},
+        "maxInFlight": settings.max_in_flight,
+        "infraRetries": settings.infra_retries,
+        "graderImage": manifest.grader.image,
+    }
+    return {
+        "apiVersion": crd.API_VERSION,
+        "kind": crd.KIND,
+        "metadata": {
+            "name": settings.name,
+            "namespace": settings.namespace,
+            "labels": run_labels(settings.name, COMPONENT_RUN),
+        },
+        "spec": spec,
+    }
+
+
+def config_map(
+    name: str, namespace: str, labels: dict[str, str], data: dict[str, str], owner: k8s.V1OwnerReference | None
+) -> k8s.V1ConfigMap:
+    return k8s.V1ConfigMap(
+        api_version="v1",
+        kind="ConfigMap",
+        metadata=k8s.V1ObjectMeta(
+            name=name, namespace=namespace, labels=labels, owner_references=[owner] if owner else None
+        ),
+        data=data,
+    )
+
+
+def payload_config_maps(
+    manifest: RunManifest, settings: RunSettings, owner: k8s.V1OwnerReference | None
+) -> list[k8s.V1ConfigMap]:
+    """The manifest in ConfigMaps under the object size limit (see `payload.split_manifest`)."""
+    labels = run_labels(settings.name, COMPONENT_PAYLOAD)
+    return [
+        config_map(payload_name(settings.name, i), settings.namespace, labels, data, owner)
+        for i, data in enumerate(split_manifest(manifest, settings.name))
+    ]
+
+
+def network_policy(settings: RunSettings, owner: k8s.V1OwnerReference | None) -> k8s.V1NetworkPolicy:
+    """Deny all ingress and egress for every grader pod of the run: graders need no network."""
+    return k8s.V1NetworkPolicy(
+        api_version="networking.k8s.io/v1",
+        kind="NetworkPolicy",
+        metadata=k8s.V1ObjectMeta(
+            name=f"{settings.name}-deny-all",
+            namespace=settings.namespace,
+            labels=run_labels(settings.name, COMPONENT_NETWORK_POLICY),
+            owner_references=[owner] if owner else None,
+        ),
+        spec=k8s.V1NetworkPolicySpec(
+            pod_selector=k8s.V1LabelSelector(match_labels=pod_selector(settings.name)),
+            policy_types=["Ingress", "Egress"],
+        ),
+    )
+
+
+def item_job(
+    manifest: RunManifest,
+    item: ManifestItem,
+    settings: RunSettings,
+    task_source: TaskSource,
+    owner: k8s.V1OwnerReference | None,
+    *,
+    attempt: int = 1,
+    previous_reason: str = "",
+) -> k8s.V1Job:
+    """The grader Job for one attempt at one item, with the run's labels and owner."""
+    assert item.task is not None, f"{item.item_id}: knowledge items need no grader"
+    annotations = {ANNOTATION_ITEM_ID: item.item_id, ANNOTATION_TEST_ID: item.test_id, ANNOTATION_MODEL: item.model}
+    if previous_reason:
+        annotations[ANNOTATION_ATTEMPT_REASON] = previous_reason[:1000]
+    return build_grader_job(
+        name=job_name(settings.name, item.item_id, attempt),
+        namespace=settings.namespace,
+        spec=manifest.grader,
+        task_timeout=item.task.timeout_seconds,
+        task_source=task_source,
+        labels=grader_labels(
+            settings.name, test_id=item.test_id, model=item.model, item_id=item.item_id, attempt=attempt
+        ),
+        annotations=annotations,
+        owner=owner,
+        start_seconds=settings.start_seconds,
+        image_pull_policy=settings.image_pull_policy,
+    )
+
+
+def namespace_object(namespace: str) -> k8s.V1Namespace:
+    """The run namespace with Pod Security `restricted` enforced (the chart creates it this way)."""
+    return k8s.V1Namespace(
+        api_version="v1",
+        kind="Namespace",
+        metadata=k8s.V1ObjectMeta(
+            name=namespace, labels={**POD_SECURITY_LABELS, "app.kubernetes.io/part-of": "wpbench-k8s"}
+        ),
+    )
+
+
+def needs_pod(item: ManifestItem) -> bool:
+    """Only execution items with a gradable candidate run a grader pod."""
+    return (
+        item.test_type == "execution"
+        and item.task is not None
+        and item.candidate is not None
+        and not item.candidate.extraction_error
+    )
+
+
+def generated_name(run_name: str, index: int) -> str:
+    """Where the controller stores generated candidates (see `results.Shards`)."""
+    return f"{run_name}-{COMPONENT_GENERATED}-{index}"
+
+
+PLACEHOLDER_UID = "00000000-0000-0000-0000-000000000000"
+
+
+def dry_run_objects(manifest: RunManifest, settings: RunSettings) -> list[dict[str, Any]]:
+    """Everything the run would bring into the cluster: namespace, run, payload, policy, one Job per item.
+
+    Model runs generate candidates in the controller first; their Jobs mount the generated task
+    from a `<run>-generated-N` ConfigMap instead, which only exists once generation ran, so the dry run
+    shows those Jobs pointing at the ConfigMap the controller will write.
+    """
+    owner = owner_reference(settings.name, PLACEHOLDER_UID)
+    maps = payload_config_maps(manifest, settings, owner)
+    objects: list[dict[str, Any]] = [
+        to_dict(namespace_object(settings.namespace)),
+        run_object(manifest, settings, [m.metadata.name for m in maps if m.metadata and m.metadata.name]),
+        *(to_dict(m) for m in maps),
+        to_dict(network_policy(settings, owner)),
+    ]
+    index = {key: n for n, m in enumerate(maps) for key in (m.data or {})}
+    for item in manifest.items:
+        key = task_data_key(item_key(item.item_id))
+        if needs_pod(item):
+            source = TaskSource(payload_name(settings.name, index[key]), key)
+        elif item.candidate is None and item.task is not None:  # generated by the controller first
+            source = TaskSource(generated_name(settings.name, 0), key)
+        else:
+            continue  # knowledge items and unextractable completions are scored without a pod
+        objects.append(to_dict(item_job(manifest, item, settings, source, owner)))
+    return objects
+
+
+def dry_run_document(manifest: RunManifest, settings: RunSettings) -> dict[str, Any]:
+    """The dry run as one document for reading: a kind no cluster serves, so `kubectl apply` refuses it.
+
+    The objects inside carry a placeholder owner uid; applied one by one they would be garbage-collected
+    at once, so they are wrapped, never printed as separate documents.
+    """
+    return {
+        "apiVersion": crd.API_VERSION,
+        "kind": DRY_RUN_KIND,
+        "metadata": {"name": settings.name, "namespace": settings.namespace},
+        "readOnly": "for reading only: `wpbench-k8s submit` (without --dry-run) creates these objects",
+        "objects": dry_run_objects(manifest, settings),
+    }

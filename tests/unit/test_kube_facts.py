@@ -1,0 +1,165 @@
+"""What a finished grader Job and its pod mean, read as the API server reports them (no cluster needed).
+
+Each row is a status shape the kubelet or the Job controller writes; the decision is outcome.py's.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from wpbench_k8s.kube.facts import attempt_facts, events_reason, job_finished, status_facts, waiting_reason
+from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, HarnessBroken, Infra, Scored, decide_outcome, settle
+from wpbench_runtime.contract import Scores, Verdict
+
+VERDICT = Verdict(
+    test_id="t-1", status="passed", scores=Scores(execution_pass=True, runtime=1, static=1, static_policy_pass=True)
+)
+
+
+def job(condition: str | None = "Failed", reason: str = "") -> dict:
+    conds = [{"type": condition, "status": "True", "reason": reason, "message": f"job {reason}"}] if condition else []
+    return {"metadata": {"name": "j"}, "status": {"conditions": conds}}
+
+
+def pod(
+    code: int | None = None,
+    *,
+    term_reason: str = "",
+    pod_reason: str = "",
+    disrupted: str = "",
+    unschedulable: str = "",
+    waiting: str = "",
+) -> dict:
+    status: dict = {"phase": "Failed" if code not in (None, 0) else "Succeeded"}
+    container: dict = {"name": "grader", "state": {}}
+    if code is not None:
+        container["state"]["terminated"] = {
+            "exitCode": code,
+            "reason": term_reason or ("Completed" if code == 0 else "Error"),
+            "message": "",
+            "startedAt": "2026-01-01T00:00:00Z",
+            "finishedAt": "2026-01-01T00:00:02Z",
+        }
+    if waiting:
+        container["state"]["waiting"] = {"reason": waiting, "message": "pull access denied"}
+    status["containerStatuses"] = [container]
+    conds = []
+    if disrupted:
+        conds.append({"type": "DisruptionTarget", "status": "True", "reason": disrupted})
+    if unschedulable:
+        status["phase"] = "Pending"
+        conds.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable})
+    status["conditions"] = conds
+    if pod_reason:
+        status["reason"] = pod_reason
+    return {"metadata": {"name": "p", "creationTimestamp": "x"}, "status": status}
+
+
+def decide(job_: dict, pod_: dict | None, log: bytes | None = b"", **kw) -> object:
+    return decide_outcome(attempt_facts(job_, pod_, test_id="t-1", log=log, **kw))
+
+
+def test_a_verdict_in_the_log_is_scored():
+    log = b"PHP Warning: on stderr\n" + VERDICT.model_dump_json().encode() + b"\n"
+    decision = decide(job("Complete"), pod(0), log)
+    assert isinstance(decision, Scored) and decision.verdict.status == "passed"
+    assert attempt_facts(job("Complete"), pod(0), test_id="t-1", log=log).duration_ms == 2000
+
+
+def test_exit_2_with_a_harness_error_verdict_is_the_task_broken():
+    broken = VERDICT.model_copy(update={"status": "harness_error", "reason": "fixture failed"})
+    decision = decide(job(), pod(2), broken.model_dump_json().encode())
+    assert isinstance(decision, HarnessBroken)
+
+
+@pytest.mark.parametrize(
+    "reason", ["EvictionByEvictionAPI", "DeletionByTaintManager", "PreemptionByScheduler", "DeletionByPodGC"]
+)
+def test_disruption_is_stopped_from_outside_never_scored(reason):
+    decision = decide(job(), pod(137, disrupted=reason))
+    assert isinstance(decision, Infra) and decision.fallback is None and reason in decision.reason
+
+
+def test_evicted_pod_without_condition_is_stopped_from_outside():
+    decision = decide(job(), pod(None, pod_reason="Evicted"))
+    assert isinstance(decision, Infra) and decision.fallback is None
+
+
+def test_exit_4_is_a_stop_from_outside():
+    decision = decide(job(), pod(4), b"")
+    assert isinstance(decision, Infra) and decision.fallback is None and "outside" in decision.reason
+
+
+def test_oom_killed_container_is_retried_then_scored_as_error():
+    decision = decide(job(), pod(137, term_reason="OOMKilled"))
+    assert isinstance(decision, Infra)
+    assert decision.fallback is not None and decision.fallback.status == "error"
+    assert settle(decision) == decision.fallback
+
+
+def test_pod_deadline_is_retried_then_scored_as_timeout_even_with_the_supervisors_exit_4():
+    # The kubelet sends SIGTERM at activeDeadlineSeconds; the supervisor reports a signal from outside
+    # (exit 4), but the deadline is what stopped it: the candidate's timeout once retries are spent.
+    decision = decide(job(reason="DeadlineExceeded"), pod(4, pod_reason="DeadlineExceeded"))
+    assert isinstance(decision, Infra) and decision.fallback is not None
+    assert decision.fallback.status == "timeout"
+
+
+def test_job_deadline_after_a_late_start_is_not_the_candidates():
+    decision = decide(job(reason="DeadlineExceeded"), pod(143))
+    assert isinstance(decision, Infra) and decision.fallback is None
+
+
+def test_unschedulable_pod_never_ran_and_says_why():
+    why = "0/1 nodes are available: 1 Insufficient cpu."
+    p = pod(None, unschedulable=why)
+    assert waiting_reason(p) == f"Unschedulable: {why}"
+    decision = decide(job(reason="DeadlineExceeded"), p)
+    assert isinstance(decision, Infra) and decision.fallback is None and "Insufficient cpu" in decision.reason
+
+
+def test_image_pull_failure_never_ran():
+    p = pod(None, waiting="ImagePullBackOff")
+    assert waiting_reason(p).startswith("ImagePullBackOff")
+    assert isinstance(decide(job(reason="DeadlineExceeded"), p), Infra)
+
+
+def test_no_pod_at_all_reports_the_jobs_warning_event():
+    events = [
+        {"type": "Normal", "reason": "SuccessfulCreate", "message": "x", "lastTimestamp": "2026-01-01T00:00:09Z"},
+        {"type": "Warning", "reason": "FailedCreate", "message": "exceeded quota: q",
+         "lastTimestamp": "2026-01-01T00:00:01Z"},
+    ]  # fmt: skip
+    assert events_reason(events) == "FailedCreate: exceeded quota: q"
+    decision = decide(job(reason="DeadlineExceeded"), None, events=events)
+    assert isinstance(decision, Infra) and decision.fallback is None and "exceeded quota" in decision.reason
+
+
+def test_a_log_that_stays_unreadable_is_infra_without_fallback():
+    facts = attempt_facts(job("Complete"), pod(0), test_id="t-1", log=None, log_error="404 NotFound")
+    assert not facts.started and "unreadable" in facts.infra_reason
+    decision = decide_outcome(facts)
+    assert isinstance(decision, Infra) and decision.fallback is None
+
+
+def test_a_flooded_log_is_cut_and_scored_as_error():
+    log = b"x" * (MAX_GRADER_OUTPUT_BYTES + 1)
+    facts = attempt_facts(job("Complete"), pod(0), test_id="t-1", log=log)
+    assert facts.stdout_truncated and len(facts.stdout) == MAX_GRADER_OUTPUT_BYTES
+    decision = decide_outcome(facts)
+    assert isinstance(decision, Scored) and decision.verdict.status == "error"
+
+
+def test_a_termination_message_that_disagrees_is_scored_as_error():
+    p = pod(0)
+    p["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = json.dumps({"status": "failed"})
+    decision = decide(job("Complete"), p, VERDICT.model_dump_json().encode())
+    assert isinstance(decision, Scored) and decision.verdict.status == "error"
+
+
+def test_status_alone_decides_only_when_the_log_is_not_the_answer():
+    assert status_facts(job("Complete"), pod(0), test_id="t-1") is None
+    assert status_facts(job(), pod(137, term_reason="OOMKilled"), test_id="t-1") is not None
+    assert job_finished(job("Complete")) and job_finished(job()) and not job_finished(job(None))
