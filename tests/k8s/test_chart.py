@@ -144,3 +144,37 @@ def test_the_default_controller_image_is_one_the_makefile_builds():
 def test_liveness_reflects_the_reconcile_loop():
     deploy = (CHART / "templates" / "deployment.yaml").read_text()
     assert "--liveness-seconds=" in deploy and "--model-workers=" in deploy and "--start-seconds=" in deploy
+
+
+def _helm_binary() -> str | None:
+    cached = Path(os.environ.get("WPBENCH_CACHE", "/var/cache/wpbench")) / "k8s" / "v1.37.2" / "bin" / "helm"
+    return str(cached) if cached.exists() else shutil.which("helm")
+
+
+def helm_template(namespace: str, *sets: str) -> subprocess.CompletedProcess[str]:
+    helm = _helm_binary()
+    if helm is None:
+        pytest.skip("no helm binary (make cluster-up builds one)")
+    args = [a for s in sets for a in ("--set", s)]
+    return subprocess.run([helm, "template", "rel", str(CHART), "-n", namespace, "--kube-version", "1.37.2", *args],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+def test_helm_renders_kept_restricted_run_namespaces_and_refuses_the_release_namespace():
+    res = helm_template("wpbench-system")
+    assert res.returncode == 0, res.stderr
+    docs = [d for d in yaml.safe_load_all(res.stdout) if d]
+    (ns,) = [d for d in docs if d["kind"] == "Namespace"]
+    assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert ns["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    crd_doc = next(d for d in docs if d["kind"] == "CustomResourceDefinition")
+    assert crd_doc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    role = next(d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-controller"))
+    assert {"apiGroups": ["wpbench-k8s.org"], "resources": ["wpbenchruns/finalizers"], "verbs": ["update"]} in role[
+        "rules"
+    ]
+    refused = helm_template("wpbench", "namespaces.runs={wpbench}")
+    assert refused.returncode != 0 and "release namespace" in refused.stderr
+    brought = helm_template("wpbench", "namespaces.runs={wpbench}", "namespaces.create=false")
+    assert brought.returncode == 0, brought.stderr
+    assert "kind: Namespace" not in brought.stdout
