@@ -11,7 +11,9 @@ reads a check differently, the upstream profile rewrites the check before it rea
 - `rest_response` upstream takes `target`, `expected_status`, `expected_data` (loose `==` against
   the whole response data), `body_contains` and `body_not_contains`, checked in that order: it
   becomes a custom assertion with those semantics.
-- other built-in types name their subject `target` upstream: it is renamed to our parameter.
+- every other built-in type names its subject `target` upstream and reads it its own way (output
+  and returns_value targets are PHP code, option and query results are compared with === / ==):
+  each becomes a custom assertion with upstream's semantics.
 - upstream's verifier runs inside WP-CLI, which loads wp-admin/includes/admin.php after WordPress
   boots, so upstream tests may call admin APIs (add_settings_section(), ...): the setup loads it.
 """
@@ -19,26 +21,12 @@ reads a check differently, the upstream profile rewrites the check before it rea
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from wpbench_runtime.contract import Assertion, RuntimeChecks, StaticChecks, StaticPattern
 
 _UPSTREAM_DELIMITERS = "/#~@!"
-
-# Upstream's `target` for each built-in type, as our parameter name.
-_TARGET_PARAM = {
-    "function_exists": "function",
-    "class_exists": "class",
-    "shortcode_exists": "shortcode",
-    "hook_registered": "hook",
-    "returns_value": "function",
-    "query_result": "query",
-    "option_value": "option",
-    "output_contains": "code",
-    "output_not_contains": "code",
-    "output_equals": "code",
-    "output_matches": "code",
-}
 
 
 def upstream_pattern(pattern: str) -> str:
@@ -113,17 +101,95 @@ def _rest_response(a: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_OPEN_TAG = re.compile(r"^<\?php\s*", re.IGNORECASE)
+
+
+def _inline(code: str) -> str:
+    """Test-authored code run as upstream's safe_eval runs it (leading <?php stripped), in a closure."""
+    return f"( static function () {{\n{_OPEN_TAG.sub('', code, count=1)}\n}} )()"
+
+
+def _output_of(code: str) -> str:
+    return f"ob_start();\n{_inline(code)};\n$output = ob_get_clean();\n$output = false !== $output ? $output : '';\n"
+
+
+def _hook_registered(hook: str, callback: Any) -> str:
+    lines = [
+        "global $wp_filter;",
+        f"$hook = {_php_value(hook)};",
+        "if ( ! isset( $wp_filter[ $hook ] ) ) { return false; }",
+    ]
+    if not isinstance(callback, str):
+        return "\n".join([*lines, "return true;"])
+    return "\n".join(
+        [
+            *lines,
+            f"$want = {_php_value(callback)};",
+            "foreach ( $wp_filter[ $hook ]->callbacks as $callbacks ) {",
+            "  foreach ( $callbacks as $entry ) {",
+            "    $f = $entry['function'];",
+            "    if ( is_string( $f ) && $want === $f ) { return true; }",
+            "    if ( is_array( $f ) && 2 === count( $f ) ) {",
+            "      $class = is_object( $f[0] ) ? get_class( $f[0] ) : $f[0];",
+            '      if ( $want === "{$class}::{$f[1]}" || $want === $f[1] ) { return true; }',
+            "    }",
+            "  }",
+            "}",
+            "return false;",
+        ]
+    )
+
+
+def _upstream_check(kind: str, a: dict[str, Any]) -> str | None:
+    """PHP returning true or false with upstream's semantics for a built-in type, or None if unknown."""
+    target = a["target"] if isinstance(a.get("target"), str) else ""
+    expected = a.get("expected")
+    text = expected if isinstance(expected, str) else ""
+    if kind == "function_exists":
+        return f"return function_exists( {_php_value(target)} );"
+    if kind == "class_exists":
+        return f"return class_exists( {_php_value(target)} );"
+    if kind == "shortcode_exists":
+        return f"global $shortcode_tags; return isset( $shortcode_tags[ {_php_value(target)} ] );"
+    if kind == "hook_registered":
+        return _hook_registered(target, a.get("callback"))
+    if kind == "output_contains":
+        return _output_of(target) + f"return str_contains( $output, {_php_value(text)} );"
+    if kind == "output_not_contains":
+        return _output_of(target) + f"return ! str_contains( $output, {_php_value(text)} );"
+    if kind == "output_equals":
+        return _output_of(target) + f"return trim( {_php_value(text)} ) === trim( $output );"
+    if kind == "output_matches":
+        pattern = text if text[:1] and text[0] in "/#~@" else f"/{text}/"
+        return _output_of(target) + f"return (bool) preg_match( {_php_value(pattern)}, $output );"
+    if kind == "rest_response":
+        return _rest_response(a)
+    if kind == "returns_value":
+        return f"return {_php_value(expected)} === {_inline(target)};"
+    if kind == "query_result":
+        return f"global $wpdb; return {_php_value(expected)} == $wpdb->get_results( {_php_value(target)} );"
+    if kind == "option_value":
+        return f"return {_php_value(expected)} === get_option( {_php_value(target)} );"
+    if kind == "post_meta_value":
+        post_id = a.get("post_id") if isinstance(a.get("post_id"), int) else 0
+        meta_key = a.get("meta_key") if isinstance(a.get("meta_key"), str) else ""
+        return f"return {_php_value(expected)} === get_post_meta( {post_id}, {_php_value(meta_key)}, true );"
+    return None
+
+
 def _assertion(a: Assertion) -> Assertion:
     data = a.model_dump()
     kind = data["type"]
     common = {"type": "custom_assertion", "description": data.get("description", ""), "weight": data["weight"]}
     if kind == "custom_assertion":
         return Assertion.model_validate({**common, "code": _truthy(str(data.get("code") or "return false;"))})
-    if kind == "rest_response" and ("target" in data or "route" not in data):
-        return Assertion.model_validate({**common, "code": _rest_response(data)})
-    if "target" in data and kind in _TARGET_PARAM:
-        data[_TARGET_PARAM[kind]] = data.pop("target")
-    return Assertion.model_validate(data)
+    # A test written for this grader (our parameter names, no `target`) keeps our semantics.
+    ours = "target" not in data and any(k in data for k in ("route", "function", "class", "shortcode", "hook",
+                                                            "option", "query", "code", "post_id_code"))  # fmt: skip
+    check = None if ours else _upstream_check(kind, data)
+    if check is None:
+        return a
+    return Assertion.model_validate({**common, "code": check})
 
 
 ADMIN_INCLUDES = "require_once ABSPATH . 'wp-admin/includes/admin.php';"

@@ -89,7 +89,7 @@ def test_hugging_face_rows_load_and_are_not_filtered_to_our_suite(tmp_path: Path
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     config = Config.model_validate({"dataset": {"path": str(path)}})
     suite = load_run_suite(config)  # no --suite: every row, not our default suite's (none)
-    assert suite.format == "upstream" and len(suite.all_tests()) == 11
+    assert suite.format == "upstream" and len(suite.all_tests()) == 12
     assert run_profile(config, suite) == "upstream"
     original = load_suite(SUITE).by_id()
     for test in suite.all_tests():

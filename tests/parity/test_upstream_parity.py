@@ -112,7 +112,7 @@ def test_reference_solutions_pass_with_upstream_profile(grader_image: str, tmp_p
     assert done.returncode == 0, done.stderr
     summary, records = outputs(tmp_path / "out")
     assert summary["metadata"]["profile"] == "upstream"
-    assert summary["reference"]["failing"] == {} and len(records) == 7
+    assert summary["reference"]["failing"] == {} and len(records) == 8
 
 
 @pytest.mark.docker
