@@ -92,7 +92,7 @@ function drill(record) {
   document.getElementById("drill-title").textContent = `${r.test_id} — ${r.model} (${r.variant})`;
   const sc = r.scores;
   body.append(
-    dl([["run", r.run], ["category", r.category], ["difficulty", r.difficulty], ["type", r.type],
+    dl([["run", r.run], ["item", r.item_id], ["category", r.category], ["difficulty", r.difficulty], ["type", r.type],
       ["status", r.status], ["reason", r.reason], ["grader duration", r.duration_ms + " ms"],
       ["infra retries", r.infra_retries || null], ["verdict", r.cached ? "from the verdict cache (graded by an earlier run)" : null],
       ["score", `correctness ${fmt(sc.correctness)} · execution pass ${sc.execution_pass ? "yes" : "no"} · runtime ${fmt(sc.runtime)} · static ${fmt(sc.static)} · static policy ${sc.static_policy_pass ? "pass" : "fail"}` + (sc.quality !== null && sc.quality !== undefined ? ` · judge quality ${fmt(sc.quality)}` : "")],

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import cache, lru_cache
 from typing import Any
 
 from pygments import highlight
@@ -147,8 +148,14 @@ def _cap(text: str, limit: int = TEXT_CAP) -> dict[str, Any]:
     return {"text": text[:limit], "total": len(text), "capped": len(text) > limit}
 
 
+@cache
+def _php_lexer() -> Any:
+    return PhpLexer(startinline=True)  # building it loads PHP's function list: once
+
+
+@lru_cache(maxsize=4096)  # repeated runs and shared answers repeat code
 def _highlight(code: str, filename: str | None = None) -> str:
-    lexer: Any = PhpLexer(startinline=True)
+    lexer: Any = _php_lexer()
     if filename and not filename.endswith(".php"):
         try:
             lexer = get_lexer_for_filename(filename)
@@ -167,6 +174,7 @@ def record_view(index: int, run: str, record: Record, prompt: str | None) -> dic
         "index": index,
         "run": run,
         "test_id": record.test_id,
+        "item_id": record.item_id,
         "model": record.model,
         "variant": record.variant,
         "category": record.category,
