@@ -59,7 +59,8 @@ def build_record(
             correctness=_correctness(verdict, upstream=upstream),
             execution_pass=verdict.scores.execution_pass,
             runtime=verdict.scores.runtime,
-            static=verdict.scores.static,
+            # Upstream zeroes its static score when an error-severity forbidden pattern matches.
+            static=0.0 if upstream and not verdict.scores.static_policy_pass else verdict.scores.static,
             static_policy_pass=verdict.scores.static_policy_pass,
         )
         grader = RecordGrader(

@@ -29,10 +29,35 @@ from wpbench_runtime.contract import Assertion, RuntimeChecks, StaticChecks, Sta
 _UPSTREAM_DELIMITERS = "/#~@!"
 
 
+_FLAGS = re.compile(r"[imsxuADSUXJn]*")
+NEVER_MATCHES = "~(?!)~"
+
+
+def _delimited(pattern: str) -> bool:
+    """Whether PCRE takes the pattern as written: same delimiter at the end plus flags, none unescaped inside."""
+    delimiter = pattern[0]
+    end = pattern.rfind(delimiter)
+    if end == 0 or not _FLAGS.fullmatch(pattern[end + 1 :]):
+        return False
+    body, i = pattern[1:end], 0
+    while i < len(body):
+        if body[i] == "\\":
+            i += 2
+            continue
+        if body[i] == delimiter:
+            return False
+        i += 1
+    return True
+
+
 def upstream_pattern(pattern: str) -> str:
-    """The regex upstream's verifier runs for a pattern (made explicit for ours)."""
+    """The regex upstream's verifier runs for a pattern (made explicit for ours).
+
+    Upstream passes a pattern starting with `/ # ~ @ !` to preg_match as written; when that is not
+    a valid delimited regex, preg_match fails and the pattern counts as not found.
+    """
     if pattern[:1] and pattern[0] in _UPSTREAM_DELIMITERS:
-        return pattern
+        return pattern if _delimited(pattern) else NEVER_MATCHES
     return "~" + pattern.replace("~", "\\~") + "~"
 
 
