@@ -1,8 +1,8 @@
 """The verdict cache: the same (task, grader image, execution profile) is never graded twice.
 
 A task already holds the test's checks and the candidate's code or files, so its canonical JSON,
-the grader image id, the grader's limits and timeout and the manifest's execution profile (when
-the manifest has one) decide a verdict; `verdict_key` is the one place that says so. Entries are
+the grader image id, the grader's limits and timeout and the manifest's execution profile decide a
+verdict; `verdict_key` is the one place that says so. Entries are
 the verdict's JSON exactly as first computed, so a cached verdict is byte-for-byte the same.
 Only verdicts a grader decided (scored or task broken) are stored, never an infrastructure
 failure's fallback.
@@ -32,7 +32,7 @@ def default_cache_dir() -> Path:
 def verdict_key(manifest: RunManifest, task: GradeTask) -> str:
     """The cache key of one grading: everything a verdict depends on, nothing else."""
     grader = manifest.grader
-    profile: Any = getattr(manifest, "execution_profile", None)
+    profile: Any = manifest.profile
     doc = {
         "cache_version": CACHE_VERSION,
         "task": task.model_dump(mode="json"),

@@ -51,3 +51,4 @@ def test_verdict_key_changes_with_what_decides_a_verdict_and_nothing_else():
     other_image = manifest()
     other_image.grader = other_image.grader.model_copy(update={"image_id": "sha256:bb"})
     assert base != verdict_key(other_image, task)
+    assert base != verdict_key(manifest().model_copy(update={"profile": "upstream"}), task)
