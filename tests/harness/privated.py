@@ -99,6 +99,8 @@ class PrivateDaemon:
                               text=True, check=True).stdout.strip()  # fmt: skip
         have = self.docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
         if have != want:
+            if have:  # the tag's previous image: not kept, so the data root does not grow with each rebuild
+                self.docker("rmi", "-f", have)
             save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
             subprocess.run(["docker", "-H", self.host, "load", "-q"], stdin=save.stdout, check=True,
                            capture_output=True)  # fmt: skip
