@@ -265,10 +265,14 @@ class DockerExecutor(Executor):
     ) -> GraderFacts:
         try:
             attached = self.api.attach_socket(container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-            sock: socket.socket = attached._sock
+        except ENGINE_ERRORS as exc:
+            return facts(started=False, infra_reason=f"cannot attach to the grader container: {_short(exc)}")
+        sock: socket.socket = attached._sock
+        try:
             started_at = time.time()
             self.api.start(container)
         except ENGINE_ERRORS as exc:
+            sock.close()
             return facts(started=False, infra_reason=f"cannot start the grader container: {_short(exc)}")
         try:
             sock.settimeout(max(deadline - time.monotonic(), 0.1))
