@@ -99,7 +99,7 @@ def record_without_pod(manifest: RunManifest, item: ManifestItem, generated: Gen
         result = SimpleNamespace(
             candidate=generated.item.candidate, usage=generated.usage, error=generated.error, answer=generated.answer
         )
-        replay = lambda *args: result  # noqa: E731
+        replay = lambda *args, **kwargs: result  # noqa: E731
     try:
         return ItemGrader(manifest, _NoGrader(manifest.grader, manifest.run_id), generate=replay)(item)
     except (InputError, ImportError) as exc:
