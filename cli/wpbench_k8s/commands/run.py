@@ -33,7 +33,7 @@ def run_options(func: F) -> F:
                      help="Suite folder in WP-Bench layout (execution/*.json, knowledge/*.json) or a JSONL export."),
         click.option("--suite", help="Suite name (default wpk-core-v1)."),
         click.option("--model-name", multiple=True, help="Model in LiteLLM form; repeat for several."),
-        click.option("--limit", type=click.IntRange(min=1), help="Seeded subset of this size (upstream profile: per test type)."),
+        click.option("--limit", type=click.IntRange(min=1), help="Seeded subset of this size (upstream: per type)."),
         click.option("--seed", type=int, help="Selection seed (same seed = same subset)."),
         click.option("--test-id", multiple=True, help="Explicit test id(s); repeatable and comma-separated."),
         click.option("--category", multiple=True, help="Category filter; repeatable and comma-separated."),
