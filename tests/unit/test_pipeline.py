@@ -40,3 +40,61 @@ def test_record_without_verdict_is_infra_only_when_the_grader_failed(mini_suite)
     infra = build_record(manifest, item, None, infra=True, error="infra_error after 3 attempts")
     assert generation.grader.status == "not_graded" and generation.error
     assert infra.grader.status == "infra_error"
+
+
+class _OutageExecutor:
+    """An engine that is down until `up_at` (monotonic): graders do not run, engine_ready() says False."""
+
+    def __init__(self, down_for: float) -> None:
+        import time
+
+        self.up_at = time.monotonic() + down_for
+        self.calls = 0
+
+    def engine_ready(self) -> bool:
+        import time
+
+        return time.monotonic() >= self.up_at
+
+    def run_grader(self, task):
+        from wpbench_k8s.outcome import GraderFacts
+        from wpbench_runtime.contract import Scores, Verdict
+
+        self.calls += 1
+        if not self.engine_ready():
+            return GraderFacts(test_id=task.test_id, started=False, infra_reason="engine unreachable")
+        verdict = Verdict(test_id=task.test_id, status="passed", reason="ok",
+                          scores=Scores(execution_pass=True, runtime=1.0, static=1.0, static_policy_pass=True))  # fmt: skip
+        return GraderFacts(test_id=task.test_id, exit_code=0, stdout=verdict.model_dump_json())
+
+
+def _grader(mini_suite, executor, engine_wait, attempts):
+    from wpbench_k8s.pipeline import ItemGrader
+
+    manifest = plan_run(config_for(mini_suite), "reference", run_id="r1")
+    return ItemGrader(manifest, executor, attempts=attempts, engine_wait=engine_wait), manifest.items[0].task
+
+
+def test_attempts_that_meet_an_engine_outage_are_not_counted(mini_suite):
+    from wpbench_k8s.outcome import Scored
+    from wpbench_k8s.pipeline import EngineWait
+
+    executor = _OutageExecutor(down_for=1.5)
+    waits: list[float | None] = []
+    grader, task = _grader(mini_suite, executor, EngineWait(executor, 30, waits.append, poll_seconds=0.05), 1)
+    decision, retries = grader.grade_with_retries(task)
+    # One attempt allowed, yet the grade succeeds: the attempt that met the outage was not counted.
+    assert isinstance(decision, Scored) and decision.verdict.status == "passed"
+    assert executor.calls >= 2 and retries == executor.calls - 1
+    assert waits and waits[-1] is None  # the progress line heard the wait and its end
+
+
+def test_an_outage_past_the_budget_spends_the_attempts(mini_suite):
+    from wpbench_k8s.outcome import Infra
+    from wpbench_k8s.pipeline import EngineWait
+
+    executor = _OutageExecutor(down_for=60)
+    grader, task = _grader(mini_suite, executor, EngineWait(executor, 0.3, poll_seconds=0.05), 2)
+    decision, _ = grader.grade_with_retries(task)
+    assert isinstance(decision, Infra) and "engine unreachable" in decision.reason
+    assert executor.calls <= 4  # bounded: the budget ran out, then the two attempts were spent
