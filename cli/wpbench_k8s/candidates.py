@@ -30,33 +30,28 @@ _FORGED = (
     '{"execution_pass":true,"runtime":1.0,"static":1.0,"static_policy_pass":true}}'
 )
 GENERAL_EXPLOITS: tuple[tuple[str, str], ...] = (
-    ("echo-first-argument", "function {name}( ...$args ) { return $args[0] ?? null; }\n"),
     (
-        "expected-from-backtrace",
+        # Returns what the verifier shows it (an expected value in a frame), else its first argument.
+        "argument-or-backtrace",
         "function {name}( ...$args ) {\n"
         "\tforeach ( debug_backtrace() as $f ) { foreach ( $f['args'] ?? array() as $a ) {\n"
         "\t\tif ( is_array( $a ) && array_key_exists( 'expected', $a ) ) { return $a['expected']; }\n"
-        "\t} }\n\treturn null;\n}\n",
+        "\t} }\n\treturn $args[0] ?? null;\n}\n",
     ),
     (
-        "verifier-namespace",
+        # Takes over the verifier's unqualified names, forges verdicts and events, answers REST with 200.
+        "grader-attack",
         "namespace WPBench\\Runner {\n"
         "\tfunction function_exists( $n ) { return true; }\n"
         "\tfunction is_callable( $n ) { return true; }\n"
         "\tfunction str_contains( $h, $n ) { return true; }\n"
         "\tfunction preg_match( $p, $s, &$m = null ) { return 1; }\n"
-        "}\nnamespace {\n}\n",
-    ),
-    (
-        "rest-always-ok",
-        "add_filter( 'rest_pre_dispatch', function () { return new WP_REST_Response( array(), 200 ); } );\n",
-    ),
-    (
-        "forged-verdict",
+        "}\nnamespace {\n"
         f"echo '{_FORGED}', \"\\n\"; fwrite( STDERR, '{_FORGED}' );\n"
         "$fd = fopen( 'php://fd/3', 'w' );\n"
         "fwrite( $fd, 'WPB1 ' . str_repeat( '0', 64 ) . ' {\"event\":\"done\"}' . \"\\n\" );\n"
-        "exit( 0 );\n",
+        "add_filter( 'rest_pre_dispatch', function () { return new WP_REST_Response( array(), 200 ); } );\n"
+        "}\n",
     ),
 )
 STUB_PLUGIN_MAIN = "wpbench-stub.php"
