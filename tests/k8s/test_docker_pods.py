@@ -31,6 +31,8 @@ echo "ifaces=$(ls /sys/class/net | tr '\n' ',')"
 echo "task_bytes=$(wc -c < /etc/wpbench/task/task.json)"
 echo "cpu_quota=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu.max)"
 echo "mem_limit=$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)"
+ls /proc/1/fd >/dev/null 2>&1 && echo "pid1_fds=open" || echo "pid1_fds=denied"
+sleep 30 & v=$!; WPBENCH_GUARD_ROLE=runner sh -c "kill $v 2>/dev/null && echo runner_kill=ok || echo runner_kill=denied"; kill $v
 echo '{"probe": "done"}' > /dev/termination-log
 """
 
@@ -80,6 +82,9 @@ def test_kubelet_runs_the_grader_pod_spec_as_a_locked_down_container(probe_sim, 
     assert int(facts["task_bytes"]) == 2
     assert facts["cpu_quota"].split()[0] in ("100000", "100000 100000")
     assert int(facts["mem_limit"]) == 512 * 1024 * 1024
+    # The image's native guard (runtime/php/native/nodlopen.c) in a pod: PID 1's descriptors are closed to
+    # another process of the same uid, and a runner-role process cannot signal another process.
+    assert facts["pid1_fds"] == "denied" and facts["runner_kill"] == "denied"
     term = pod.status.container_statuses[0].state.terminated
     assert term.exit_code == 0 and json.loads(term.message) == {"probe": "done"}
 
