@@ -40,7 +40,8 @@ def run_options(func: F) -> F:
         click.option("--test-type", type=click.Choice(["all", "execution", "knowledge"]), help="Test type filter."),
         click.option("--check-reference-solution", is_flag=True, help="Grade each test's reference solution."),
         click.option("--check-exploits", is_flag=True,
-                     help="Adversarial audit, exit 1 on a finding: trivial cheats must all fail on execution tests; "
+                     help="Adversarial audit, exit 1 on a finding: trivial cheats and attacks on the grader "
+                          "must all fail on execution tests; "
                           "on knowledge tests, know-nothing baselines (always A..D, longest/shortest option, all "
                           "letters, a hedge) must not score far above chance (p < 0.001)."),
         click.option("--completions", type=click.Path(exists=True, dir_okay=False, path_type=Path),
