@@ -31,7 +31,7 @@ runtime-image: docker
 demo: setup runtime-image
 	$(BIN)/wpbench-k8s run --check-reference-solution --limit 12 --execution-concurrency $(CONCURRENCY)
 
-test: setup runtime-image controller-image browser
+test: setup runtime-image controller-image browser kwok
 	$(BIN)/pytest -q
 
 test-unit: setup
@@ -42,7 +42,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 
 typecheck: setup
-	$(BIN)/mypy cli runtime/wpbench_runtime controller
+	$(BIN)/mypy cli runtime/wpbench_runtime controller bench
 
 bench: setup runtime-image
 	$(PY) -m wpbench_k8s.bench --image $(IMAGE)

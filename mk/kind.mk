@@ -3,7 +3,9 @@
 #   make kind-up            kind cluster + grader and controller images loaded + helm install
 #   make e2e-kind           submit a 10-test reference run, wait, fetch results, assert all passed
 #   make kind-down          delete the kind cluster
-#   make bench-k8s          simulated 1,000-test run: API writes per test, controller peak RSS (no cluster)
+#   make bench-k8s          1,000 candidates on 10 kwok nodes against a real kube-apiserver + etcd (docs/scale.md)
+#   make bench-k8s-scale    50,050 candidates on 100 kwok nodes (the same, at the issue's scale)
+#   make kwok               build kwok and kwokctl v0.8.0 from their Go module (cached under /var/cache/wpbench/kwok)
 #   make chart-lint         helm lint through helm-sdkpy (Python >= 3.12)
 # kind >= 0.24 (NetworkPolicy enforced by kindnetd); written against kind 0.33 / Kubernetes 1.37.
 
@@ -17,7 +19,7 @@ CONTROLLER_BASE ?= $(shell docker image inspect wpbench-base:sid >/dev/null 2>&1
 WHEELS := build/controller-wheels
 PYTHON312 ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python) $(shell command -v python3.12))
 
-.PHONY: controller-wheels controller-image kind-up e2e-kind kind-down bench-k8s chart-lint chart-crd
+.PHONY: controller-wheels controller-image kind-up e2e-kind kind-down bench-k8s bench-k8s-scale kwok chart-lint chart-crd
 
 controller-wheels: setup
 	rm -rf $(WHEELS) && mkdir -p $(WHEELS)
@@ -40,8 +42,14 @@ e2e-kind: setup
 kind-down:
 	KIND_CLUSTER=$(KIND_CLUSTER) scripts/kind-down.sh
 
-bench-k8s: setup
-	$(PY) -m wpbench_controller.bench --tests 1000
+kwok:
+	hack/kwok/build.sh >/dev/null
+
+bench-k8s: setup kwok
+	$(PY) -m wpbench_scale --tests 50 --variants 20 --nodes 10 --json output/bench-k8s.json
+
+bench-k8s-scale: setup kwok
+	$(PY) -m wpbench_scale --tests 350 --variants 143 --nodes 100 --timeout 5400 --json output/bench-k8s-scale.json
 
 chart-crd: setup
 	$(PY) -c 'from wpbench_k8s.kube.crd import crd_yaml; print(crd_yaml(), end="")' > charts/wpbench-k8s/templates/crd.yaml
