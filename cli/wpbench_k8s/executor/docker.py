@@ -200,12 +200,19 @@ class DockerExecutor(Executor):
         return self.spec
 
     def engine_ready(self) -> bool:
+        # A fresh connection: a kept-alive one can still reach a daemon that is shutting down and no
+        # longer accepts new connections (every create would fail while the ping says yes).
+        probe = None
         try:
-            return bool(self.api.ping())
+            probe = engine_client(timeout=10, pool=1)
+            return bool(probe.ping())
         except ENGINE_ERRORS:
             # A restarted engine leaves the pool's kept-alive connections dead: start a new client.
             self._api = None
             return False
+        finally:
+            if probe is not None:
+                probe.close()
 
     # ---- containers ---------------------------------------------------------------------------
     def _create(self) -> str:
