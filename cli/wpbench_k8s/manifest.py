@@ -90,6 +90,11 @@ class ManifestItem(BaseModel):
     candidate: Candidate | None = None  # None until generation fills it (model runs)
     task: GradeTask | None = None  # execution tests only; its code/files come from candidate
 
+    @property
+    def needs_grader(self) -> bool:
+        """An execution item whose candidate holds something gradable: a grader (container or pod) runs it."""
+        return self.task is not None and self.candidate is not None and not self.candidate.extraction_error
+
     def with_candidate(self, candidate: Candidate) -> ManifestItem:
         """This item holding `candidate`, its grader task (if any) carrying the candidate's code or files.
 

@@ -1,7 +1,8 @@
 """A grading run as ordered steps: load suite -> select -> plan manifest -> execute -> records.
 
-`plan_run` builds the RunManifest (the same document `submit` sends to the cluster);
-`ItemGrader` turns one manifest item into one record with any executor backend;
+`plan_run` builds the RunManifest (the same document `submit` sends to the cluster) from the
+mode's candidate source (`wpbench_k8s.sources`); `ItemGrader` runs one item through the steps of
+`wpbench_k8s.steps` (generate, grade with retries, score, judge) with any executor backend;
 `execute_manifest` runs items concurrently and streams records to a sink.
 """
 
@@ -14,21 +15,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tenacity import RetryCallState, Retrying, retry_if_result, wait_exponential
-
+from wpbench_k8s import steps
 from wpbench_k8s.cache import VerdictCache, verdict_key
 from wpbench_k8s.config import Config, default_datasets_dir
-from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite, load_suite, test_from_dict
+from wpbench_k8s.dataset import Suite, load_suite
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, Executor
 from wpbench_k8s.manifest import GraderSpec, ManifestItem, ModelSpec, RunManifest, RunMode, SkillSpec
 from wpbench_k8s.models.templates import load_templates
-from wpbench_k8s.outcome import Decision, Infra, Scored, decide_outcome, settle
+from wpbench_k8s.outcome import Infra, Scored
 from wpbench_k8s.profiles import Profile, ProfileName, get_profile
-from wpbench_k8s.records import Record, Usage
-from wpbench_k8s.scoring import build_record
+from wpbench_k8s.records import Record
 from wpbench_k8s.selection import select_tests
 from wpbench_k8s.sources import (
     CandidateSource,
@@ -38,9 +37,10 @@ from wpbench_k8s.sources import (
     Plan,
     ReferenceSource,
 )
-from wpbench_runtime.contract import GradeTask, Scores, Verdict
+from wpbench_k8s.steps import INFRA_ATTEMPTS
 
-INFRA_ATTEMPTS = 3
+if TYPE_CHECKING:
+    from wpbench_k8s.models.generate import GenerationResult, Generator
 
 
 def load_run_suite(config: Config) -> Suite:
@@ -166,19 +166,6 @@ def judge_for(manifest: RunManifest) -> Any | None:
     return Judge(manifest.judge, Rubric.model_validate(manifest.judge_rubric))
 
 
-def test_of(manifest: RunManifest, test_id: str) -> AnyTest:
-    return test_from_dict(manifest.tests[test_id])
-
-
-def _unextractable(task: GradeTask, reason: str) -> Verdict:
-    return Verdict(
-        test_id=task.test_id,
-        status="failed",
-        reason=f"nothing gradable in the completion: {reason}",
-        scores=Scores(execution_pass=False, runtime=0.0, static=0.0, static_policy_pass=True),
-    )
-
-
 @dataclass
 class EngineWait:
     """Between infrastructure attempts: wait until the backend's engine answers again (a daemon
@@ -218,11 +205,12 @@ class EngineWait:
 
 @dataclass
 class ItemGrader:
-    """Turns one manifest item into one record: generate (models), grade (execution), score."""
+    """One manifest item to one record: the steps of `wpbench_k8s.steps` in order for a local run
+    (generate for model items, grade execution items with retries or from the verdict cache, score, judge)."""
 
     manifest: RunManifest
     executor: Executor
-    generate: Callable[..., Any] | None = None  # generate_candidate(model, test, skills, prompt, profile=)
+    generate: Generator | None = None
     attempts: int = INFRA_ATTEMPTS
     # Optional AI judge (wpbench_k8s.models.judge.Judge): fills scores.quality and record.judge.
     judge: Any | None = None
@@ -234,98 +222,37 @@ class ItemGrader:
         if self.judge is None:
             self.judge = judge_for(self.manifest)
 
-    def grade_with_retries(self, task: GradeTask) -> tuple[Decision, int]:
-        """Run the task, retrying infrastructure failures (the pipeline's only retry layer).
-
-        Returns the last attempt's decision and how many retries it took; `settled_record` turns
-        them into the record (the controller does the same with its own attempts).
-        """
-        refunded = 0
-
-        def spent(state: RetryCallState) -> bool:
-            # Attempts that met an engine outage are not counted; EngineWait's budget bounds them.
-            nonlocal refunded
-            if self.engine_wait is not None and self.engine_wait():
-                refunded += 1
-            return state.attempt_number - refunded >= self.attempts
-
-        retrying = Retrying(
-            stop=spent,
-            retry=retry_if_result(lambda decision: isinstance(decision, Infra)),
-            wait=wait_exponential(multiplier=0.5, max=4),
-            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
-        )
-        decision: Decision = retrying(lambda: decide_outcome(self.executor.run_grader(task)))
-        return decision, retrying.statistics.get("attempt_number", 1) - 1
-
     def __call__(self, item: ManifestItem) -> Record:
         manifest = self.manifest
-        usage: Usage | None = None
-        answer: str | None = None
+        generation: GenerationResult | None = None
         if item.candidate is None:
             if self.generate is None:
                 raise InputError(f"item {item.item_id}: no candidate and no generator")
-            model = next(m for m in manifest.models if m.name == item.model)
-            skills = manifest.skills if item.variant == "with-skills" else []
-            result = self.generate(
-                model, test_of(manifest, item.test_id), skills, item.prompt, profile=manifest.profile
-            )
-            usage = result.usage
-            item = item.with_candidate(result.candidate)
-            if result.error:
-                return build_record(manifest, item, None, usage=usage, error=result.error)
-            answer = getattr(result, "answer", None)
-        assert item.candidate is not None
-        if item.test_type == "knowledge":
-            from wpbench_k8s.models.knowledge import score_for_profile
+            from wpbench_k8s.models.generate import generate_for_item  # no litellm import on other paths
 
-            test = test_of(manifest, item.test_id)
-            assert isinstance(test, KnowledgeTest)
-            text = answer if answer is not None else item.candidate.raw
-            scored = score_for_profile(test, text, manifest.profile)
-            return build_record(manifest, item, None, usage=usage, knowledge_score=scored.score, answer=text)
-        assert item.task is not None
-        task = item.task
-        if item.candidate.extraction_error:
-            return build_record(manifest, item, _unextractable(task, item.candidate.extraction_error), usage=usage)
-        key = verdict_key(manifest, task) if self.cache else ""
-        cached = self.cache.get(key) if self.cache else None
-        if cached is not None:
-            record = settled_record(manifest, item, Scored(cached), 0, usage=usage, judge=self.judge)
+            item, generation = generate_for_item(manifest, item, generator=self.generate)
+        usage = generation.usage if generation else None
+        if generation is not None and generation.error:
+            return steps.score_item(manifest, item, usage=usage, error=generation.error)
+        graded: steps.Graded | None = None
+        cached = False
+        if item.needs_grader:
+            assert item.task is not None
+            key = verdict_key(manifest, item.task) if self.cache else ""
+            hit = self.cache.get(key) if self.cache else None
+            if hit is not None:
+                graded, cached = (Scored(hit), 0), True
+            else:
+                graded = steps.grade_with_retries(
+                    self.executor, item.task, attempts=self.attempts, engine_wait=self.engine_wait
+                )
+                if self.cache and not isinstance(graded[0], Infra):
+                    self.cache.put(key, graded[0].verdict)  # only what a grader decided; never an infra fallback
+        record = steps.score_item(manifest, item, graded, usage=usage, answer=generation.answer if generation else None)
+        record = steps.judge_record(self.judge, manifest, item, record)
+        if cached:
             record.cached = True
-            return record
-        decision, retries = self.grade_with_retries(task)
-        if self.cache and not isinstance(decision, Infra):
-            self.cache.put(key, decision.verdict)  # only what a grader decided; never an infra fallback
-        return settled_record(manifest, item, decision, retries, usage=usage, judge=self.judge)
-
-
-def settled_record(
-    manifest: RunManifest,
-    item: ManifestItem,
-    decision: Decision,
-    retries: int,
-    *,
-    usage: Usage | None = None,
-    judge: Any | None = None,
-) -> Record:
-    """The record of an execution item once its last attempt is decided and no retry is left.
-
-    An Infra decision settles to its fallback verdict (scored) or to infra_error (excluded); the
-    judge, when the run has one, annotates every record with a verdict. The local run and the
-    controller both end an item here.
-    """
-    verdict = settle(decision)
-    if verdict is None:
-        reason = decision.reason if isinstance(decision, Infra) else "no verdict"
-        return build_record(manifest, item, None, usage=usage, infra_retries=retries, infra=True,
-                            error=f"infra_error after {retries + 1} attempts: {reason}")  # fmt: skip
-    record = build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
-    if judge is not None and item.candidate is not None:
-        test = test_of(manifest, item.test_id)
-        assert isinstance(test, ExecutionTest)
-        record = judge.annotate(record, test, item.candidate)
-    return record
+        return record
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """From a finished grader attempt to a decision, and from the last decision to a record.
 
 The facts are read as the local Kubernetes executor reads them (`wpbench_k8s.kube.facts`), the
-decision is `outcome.decide_outcome`, and the record is `pipeline.settled_record`: a cluster run and
+decision is `outcome.decide_outcome`, and the record is `steps.score_item`: a cluster run and
 a local run score every failure path the same way.
 """
 
@@ -9,21 +9,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 from wpbench_controller.generation import Generated
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.executor.base import Executor
 from wpbench_k8s.kube.client import EVENTS, Kube, KubeError
 from wpbench_k8s.kube.facts import LOG_READ_TRIES, attempt_facts, status_facts
 from wpbench_k8s.kube.names import GRADER_CONTAINER
-from wpbench_k8s.manifest import GraderSpec, ManifestItem, RunManifest
+from wpbench_k8s.manifest import ManifestItem, RunManifest
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
-from wpbench_k8s.pipeline import ItemGrader
 from wpbench_k8s.records import Record
 from wpbench_k8s.scoring import build_record
-from wpbench_runtime.contract import GradeTask
+from wpbench_k8s.steps import score_item
 
 log = logging.getLogger(__name__)
 
@@ -73,35 +70,18 @@ def finished_attempt_facts(
     return attempt_facts(job, pod, test_id=test_id, log=log_bytes, log_error=error)
 
 
-class _NoGrader(Executor):
-    """Stands in for a backend where a record needs none (knowledge answers, unextractable code)."""
-
-    name = "none"
-
-    def preflight(self) -> GraderSpec:
-        return self.spec
-
-    def run_grader(self, task: GradeTask) -> GraderFacts:
-        raise AssertionError(f"{task.test_id}: this item needs a grader pod")
-
-    def cleanup(self) -> int:
-        return 0
-
-
 def record_without_pod(manifest: RunManifest, item: ManifestItem, generated: Generated | None = None) -> Record:
-    """Knowledge items and unextractable completions: scored in the controller, exactly like a local run.
+    """Knowledge items and unextractable completions: scored in the controller by the local run's own
+    scoring step (`steps.score_item`), so answers and usage are recorded alike.
 
-    For model items, `item` is the manifest's (no candidate) and `generated` replays the stored model
-    call through the same `ItemGrader` the local run uses, so answers and usage are recorded alike.
+    For model items, `item` is the manifest's (no candidate) and `generated` the stored model call.
     """
-    replay = None
-    if generated is not None:
-        result = SimpleNamespace(
-            candidate=generated.item.candidate, usage=generated.usage, error=generated.error, answer=generated.answer
-        )
-        replay = lambda *args, **kwargs: result  # noqa: E731
+    usage = generated.usage if generated else None
     try:
-        return ItemGrader(manifest, _NoGrader(manifest.grader, manifest.run_id), generate=replay)(item)
+        if generated is not None:
+            if generated.item.candidate is not None:
+                item = item.with_candidate(generated.item.candidate)
+            return score_item(manifest, item, usage=usage, answer=generated.answer, error=generated.error)
+        return score_item(manifest, item)
     except (InputError, ImportError) as exc:
-        usage = generated.usage if generated else None
         return build_record(manifest, item, None, usage=usage, error=f"not gradable: {exc}")

@@ -5,7 +5,7 @@ pass can be repeated or interrupted anywhere without losing or duplicating a ver
 
 1. collect finished attempts (one Job each): read the facts, decide (`outcome.decide_outcome`); an
    Infra decision with retries left starts the next attempt's Job, any other ends the item
-   (`pipeline.settled_record`: the same rule as a local run);
+   (`steps.score_item` and `steps.judge_record`: the same steps as a local run);
 2. store those records in the run's result ConfigMaps (one write per batch);
 3. only then delete the collected Jobs;
 4. start Jobs for items that have neither a result nor a Job, up to the run's in-flight bound (model
@@ -46,7 +46,6 @@ from wpbench_k8s.kube.objects import (
     RunSettings,
     TaskSource,
     item_job,
-    needs_pod,
     network_policy,
     owner_reference,
 )
@@ -54,25 +53,18 @@ from wpbench_k8s.kube.payload import Payload, PayloadError, join_manifest, paylo
 from wpbench_k8s.kube.results import ResultStore, Shards
 from wpbench_k8s.manifest import Candidate, ManifestItem
 from wpbench_k8s.outcome import Infra, decide_outcome
-from wpbench_k8s.pipeline import judge_for, settled_record
+from wpbench_k8s.pipeline import judge_for
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
+from wpbench_k8s.steps import judge_record, score_item
 
 log = logging.getLogger(__name__)
-
-
-def _task_with_candidate(item: ManifestItem) -> ManifestItem:
-    """The item whose grader task carries its candidate's code or files (what ItemGrader grades)."""
-    if item.task is None or item.candidate is None:
-        return item
-    task = item.task.model_copy(update={"code": item.candidate.code, "files": item.candidate.files})
-    return item.model_copy(update={"task": task})
 
 
 def _generated_from_json(item: ManifestItem, stored: str) -> Generated:
     doc = json.loads(stored)
     candidate = Candidate.model_validate(doc["candidate"])
-    filled = _task_with_candidate(item.model_copy(update={"candidate": candidate}))
+    filled = item.with_candidate(candidate)
     usage = Usage.model_validate(doc["usage"]) if doc.get("usage") else None
     return Generated(item=filled, usage=usage, answer=doc.get("answer"))
 
@@ -325,9 +317,9 @@ class Reconciler:
                     continue
                 seen.active.add(item_id)
             else:
-                record = settled_record(
-                    cache.payload.manifest, item, decision, attempt - 1, usage=usage, judge=cache.judge
-                )
+                manifest = cache.payload.manifest
+                record = score_item(manifest, item, (decision, attempt - 1), usage=usage)
+                record = judge_record(cache.judge, manifest, item, record)
                 seen.records.append(record)
             seen.finished.append(latest["metadata"]["name"])
         return seen
@@ -338,7 +330,7 @@ class Reconciler:
             outcome = self._generated(namespace, name, cache, cache.payload.item(item_id))
             if isinstance(outcome, Record):
                 records.append(outcome)
-            elif outcome is not None and not needs_pod(outcome[0].item):
+            elif outcome is not None and not outcome[0].item.needs_grader:
                 records.append(record_without_pod(cache.payload.manifest, cache.payload.item(item_id), outcome[0]))
         if records:
             cache.results.append(records)
@@ -395,7 +387,7 @@ class Reconciler:
                     continue
                 generated, _ = outcome
                 item = generated.item
-            if not needs_pod(item):
+            if not item.needs_grader:
                 original = cache.payload.item(item.item_id)
                 no_pod.append(record_without_pod(manifest, original if generated else item, generated))
                 continue
@@ -432,10 +424,7 @@ class Reconciler:
         if generated.error or generated.item.candidate is None:
             return build_record(manifest, item, None, usage=generated.usage, error=generated.error or "no candidate")
         candidate = generated.item.candidate
-        if generated.item.task is not None:
-            generated.item.task = generated.item.task.model_copy(
-                update={"code": candidate.code, "files": candidate.files}
-            )
+        generated.item = generated.item.with_candidate(candidate)
         key = cache.payload.keys[item.item_id]
         doc = {
             "candidate": candidate.model_dump(mode="json"),

@@ -68,11 +68,11 @@ class _OutageExecutor:
         return GraderFacts(test_id=task.test_id, exit_code=0, stdout=verdict.model_dump_json())
 
 
-def _grader(mini_suite, executor, engine_wait, attempts):
-    from wpbench_k8s.pipeline import ItemGrader
+def _grade(mini_suite, executor, engine_wait, attempts):
+    from wpbench_k8s.steps import grade_with_retries
 
-    manifest = plan_run(config_for(mini_suite), "reference", run_id="r1")
-    return ItemGrader(manifest, executor, attempts=attempts, engine_wait=engine_wait), manifest.items[0].task
+    task = plan_run(config_for(mini_suite), "reference", run_id="r1").items[0].task
+    return grade_with_retries(executor, task, attempts=attempts, engine_wait=engine_wait)
 
 
 def test_attempts_that_meet_an_engine_outage_are_not_counted(mini_suite):
@@ -81,8 +81,7 @@ def test_attempts_that_meet_an_engine_outage_are_not_counted(mini_suite):
 
     executor = _OutageExecutor(down_for=1.5)
     waits: list[float | None] = []
-    grader, task = _grader(mini_suite, executor, EngineWait(executor, 30, waits.append, poll_seconds=0.05), 1)
-    decision, retries = grader.grade_with_retries(task)
+    decision, retries = _grade(mini_suite, executor, EngineWait(executor, 30, waits.append, poll_seconds=0.05), 1)
     # One attempt allowed, yet the grade succeeds: the attempt that met the outage was not counted.
     assert isinstance(decision, Scored) and decision.verdict.status == "passed"
     assert executor.calls >= 2 and retries == executor.calls - 1
@@ -94,7 +93,6 @@ def test_an_outage_past_the_budget_spends_the_attempts(mini_suite):
     from wpbench_k8s.pipeline import EngineWait
 
     executor = _OutageExecutor(down_for=60)
-    grader, task = _grader(mini_suite, executor, EngineWait(executor, 0.3, poll_seconds=0.05), 2)
-    decision, _ = grader.grade_with_retries(task)
+    decision, _ = _grade(mini_suite, executor, EngineWait(executor, 0.3, poll_seconds=0.05), 2)
     assert isinstance(decision, Infra) and "engine unreachable" in decision.reason
     assert executor.calls <= 4  # bounded: the budget ran out, then the two attempts were spent

@@ -17,13 +17,13 @@ import pytest
 from wpbench_k8s.cli import run
 from wpbench_k8s.config import load_config
 from wpbench_k8s.errors import InputError
+from wpbench_k8s.local_run import mode_sections
 from wpbench_k8s.manifest import RunManifest
 from wpbench_k8s.outputs import summarize
 from wpbench_k8s.pipeline import plan_run
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.report import build_view, load_run, write_report
 from wpbench_k8s.report.charts import build_charts
-from wpbench_k8s.runner import mode_sections
 from wpbench_k8s.scoring import build_record
 from wpbench_runtime.contract import AssertionResult, Scores, Verdict
 

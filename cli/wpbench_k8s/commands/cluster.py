@@ -316,8 +316,8 @@ def results_command(
     from rich.console import Console
 
     from wpbench_k8s.kube.results import read_records
+    from wpbench_k8s.local_run import mode_sections
     from wpbench_k8s.outputs import now_iso, summarize
-    from wpbench_k8s.runner import mode_sections
 
     cluster = Cluster(kubeconfig, context, namespace)
     run = cluster.run(run_name)
@@ -350,7 +350,7 @@ def results_command(
         summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         click.echo(f"{len(records)} records -> {target}; summary -> {summary_path}", err=True)
         if report:
-            from wpbench_k8s.runner import write_run_report
+            from wpbench_k8s.local_run import write_run_report
 
             click.echo(f"report: {write_run_report(manifest, summary_path, target)}", err=True)
     else:

@@ -223,8 +223,8 @@ def run_command(**params: Any) -> None:
       wpbench-k8s run --resume output/results_20260101T120000Z.jsonl.partial
     """
     from wpbench_k8s.cache import VerdictCache, default_cache_dir
+    from wpbench_k8s.local_run import LocalRun
     from wpbench_k8s.resume import check_same_manifest, load_resume
-    from wpbench_k8s.runner import LocalRun
 
     console = Console(stderr=True)
     resume = load_resume(params["resume_path"]) if params.get("resume_path") else None

@@ -7,22 +7,22 @@ seconds, so it happens inside `client` only when a model is actually called.
 
 from __future__ import annotations
 
-__all__ = ["GenerationResult", "ModelCallError", "generate_candidate"]
+__all__ = ["ModelCallError", "generate_candidate"]
 
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from wpbench_k8s.models.client import ModelCallError
-    from wpbench_k8s.models.generate import GenerationResult, generate_candidate
+    from wpbench_k8s.models.generate import generate_candidate
 
 
 def __getattr__(name: str) -> Any:
     # Lazy re-exports: `from wpbench_k8s.models import generate_candidate` works without pulling
     # the submodules in at package import.
-    if name in ("GenerationResult", "generate_candidate"):
+    if name == "generate_candidate":
         from wpbench_k8s.models import generate
 
-        return getattr(generate, name)
+        return generate.generate_candidate
     if name == "ModelCallError":
         from wpbench_k8s.models import client
 

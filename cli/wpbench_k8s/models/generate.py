@@ -16,7 +16,9 @@ and excludes it from aggregates. Nothing here writes to a terminal.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -38,6 +40,22 @@ class GenerationResult(BaseModel):
     usage: Usage
     error: str | None = None  # provider/config failure: the record is errored, not failed
     answer: str | None = None  # knowledge tests: the model's answer text
+
+
+class Generator(Protocol):
+    """Writes one candidate: `generate_candidate` (tests pass their own)."""
+
+    def __call__(
+        self,
+        model: ModelSpec,
+        test: ExecutionTest | KnowledgeTest,
+        skills: list[SkillSpec],
+        prompt: str | None = None,
+        *,
+        profile: ProfileName = "wpbench",
+    ) -> GenerationResult:
+        """Never raises for a provider problem: that comes back as `error`, with the usage spent."""
+        ...
 
 
 def candidate_label(model: ModelSpec, skills: Sequence[SkillSpec]) -> str:
@@ -81,14 +99,21 @@ def generate_candidate(
 
 
 def generate_for_item(
-    manifest: RunManifest, item: ManifestItem, *, retry: RetryPolicy | None = None
+    manifest: RunManifest,
+    item: ManifestItem,
+    *,
+    retry: RetryPolicy | None = None,
+    generator: Generator | None = None,
 ) -> tuple[ManifestItem, GenerationResult]:
-    """For callers that hold a manifest (the in-cluster controller): generate one model item.
+    """The run's generate step, for a local run and the in-cluster controller alike.
 
     Resolves the item's model, test (from `manifest.tests`) and skills (the manifest's, for the
-    with-skills variant) exactly as the local pipeline does, sends the manifest's stored prompt,
-    and returns the item with its candidate filled in, plus the full result.
+    with-skills variant), sends the manifest's stored prompt, and returns the item with its candidate
+    (and its task carrying it) plus the full result.
 
+    Args:
+        retry: backoff policy for `generate_candidate`.
+        generator: what writes the candidate instead of `generate_candidate` (tests).
     Raises:
         InputError: the item names a model the manifest does not list.
     """
@@ -96,12 +121,7 @@ def generate_for_item(
     if model is None:
         raise InputError(f"item {item.item_id}: model {item.model!r} is not in the manifest's models")
     skills = list(manifest.skills) if item.variant == "with-skills" else []
-    result = generate_candidate(
-        model,
-        test_from_dict(manifest.tests[item.test_id]),
-        skills,
-        item.prompt or None,
-        retry=retry,
-        profile=manifest.profile,
-    )
-    return item.model_copy(update={"candidate": result.candidate}), result
+    write = generator or functools.partial(generate_candidate, retry=retry)
+    result = write(model, test_from_dict(manifest.tests[item.test_id]), skills, item.prompt or None,
+                   profile=manifest.profile)  # fmt: skip
+    return item.with_candidate(result.candidate), result
