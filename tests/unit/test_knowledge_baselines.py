@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from wpbench_k8s.cli import run
 from wpbench_k8s.dataset import KnowledgeTest, load_suite
 from wpbench_k8s.knowledge_baselines import (
     ALPHA,
@@ -25,9 +26,10 @@ SUITE = REPO / "datasets" / "suites" / "wpk-core-v1"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "wpbench_k8s", *args], capture_output=True, text=True, cwd=REPO, timeout=300
-    )
+    """The command line in-process, its outcome shaped like a finished process."""
+    out, err = io.StringIO(), io.StringIO()
+    code = run(list(args), out, err)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def mc(test_id: str, key: str, texts: tuple[str, ...] = ("init", "plugins_loaded", "wp_head", "admin_init")) -> dict:
