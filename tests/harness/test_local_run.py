@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from wpbench_k8s.candidates import GENERAL_EXPLOITS, STUB_RETURNS
+
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.docker
 
@@ -122,7 +124,10 @@ def test_exploit_audit_flags_a_cheatable_test_and_exits_nonzero(grader_image, tm
     assert "exploitable weak-001: exploit:return-true" in res.stderr.replace("\n", " ")
     summary, records = outputs(tmp_path / "out")
     assert summary["exploits"]["exploitable"] == {"weak-001": ["exploit:return-true"]}
-    assert len(records) == 1 + 7  # empty + seven stubs
+    # empty + the stubs + the attacks on the grader itself
+    assert sorted(r["variant"] for r in records) == sorted(
+        ["exploit:empty"] + [f"exploit:{label}" for label, _ in (*STUB_RETURNS, *GENERAL_EXPLOITS)]
+    )
 
 
 def test_completions_are_graded_and_failures_scored(grader_image, mini_suite, tmp_path):
