@@ -13,8 +13,8 @@ from typing import Any
 
 from wpbench_controller.generation import Generated
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.kube.client import EVENTS, Kube, KubeError
-from wpbench_k8s.kube.facts import LOG_READ_TRIES, attempt_facts, status_facts
+from wpbench_k8s.kube.client import Kube, KubeError
+from wpbench_k8s.kube.facts import LOG_READ_TRIES, attempt_events, attempt_facts, status_facts
 from wpbench_k8s.kube.names import GRADER_CONTAINER
 from wpbench_k8s.manifest import ManifestItem, RunManifest
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
@@ -57,8 +57,9 @@ def finished_attempt_facts(
 ) -> GraderFacts | None:
     """The facts of a finished attempt, or None while its log should be read again on a later pass."""
     if pod is None:
-        events = kube.items(EVENTS, namespace, field_selector=f"involvedObject.name={job['metadata']['name']}")
-        return attempt_facts(job, None, test_id=test_id, events=events)
+        return attempt_facts(
+            job, None, test_id=test_id, events=attempt_events(kube, namespace, job["metadata"]["name"])
+        )
     decided = status_facts(job, pod, test_id=test_id)
     if decided is not None:
         return decided

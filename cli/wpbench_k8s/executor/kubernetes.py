@@ -22,7 +22,6 @@ from wpbench_k8s.errors import ExecutorError
 from wpbench_k8s.executor.base import Executor, register_executor
 from wpbench_k8s.kube.client import (
     CONFIG_MAPS,
-    EVENTS,
     JOBS,
     NAMESPACES,
     NETWORK_POLICIES,
@@ -33,7 +32,7 @@ from wpbench_k8s.kube.client import (
     to_dict,
     wait_for,
 )
-from wpbench_k8s.kube.facts import attempt_facts, job_finished, newest, read_log
+from wpbench_k8s.kube.facts import attempt_events, attempt_facts, job_finished, newest, read_log
 from wpbench_k8s.kube.names import (
     ANNOTATION_TEST_ID,
     LABEL_ITEM,
@@ -125,7 +124,7 @@ class KubernetesExecutor(Executor):
             log, log_error = (None, "")
             if pod is not None:
                 log, log_error = read_log(kube, self.namespace, pod["metadata"]["name"])
-            events = [] if pod else kube.items(EVENTS, self.namespace, field_selector=f"involvedObject.name={name}")
+            events = [] if pod else attempt_events(kube, self.namespace, name)
             return attempt_facts(event.object, pod, test_id=task.test_id, log=log, log_error=log_error, events=events)
         except KubeError as exc:
             return GraderFacts(test_id=task.test_id, started=False, infra_reason=f"Kubernetes API: {exc}")

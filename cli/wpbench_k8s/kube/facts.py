@@ -16,7 +16,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from wpbench_k8s.kube.client import Kube, KubeError
+from wpbench_k8s.kube.client import EVENTS, Kube, KubeError
 from wpbench_k8s.kube.names import GRADER_CONTAINER
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
 
@@ -167,3 +167,16 @@ def read_log(kube: Kube, namespace: str, pod: str, *, tries: int = LOG_READ_TRIE
             if attempt + 1 < tries:
                 time.sleep(pause)
     return None, error
+
+
+def attempt_events(kube: Kube, namespace: str, job_name: str) -> list[dict[str, Any]]:
+    """Why a Job's pod never ran, when the pod is gone: its own Warning events (FailedScheduling, ...),
+    which outlive it, else the Job's (FailedCreate from a quota, DeadlineExceeded)."""
+    try:
+        pods = [e for e in kube.items(EVENTS, namespace, field_selector="involvedObject.kind=Pod")
+                if str((e.get("involvedObject") or {}).get("name", "")).startswith(f"{job_name}-")]  # fmt: skip
+        if events_reason(pods):
+            return pods
+        return kube.items(EVENTS, namespace, field_selector=f"involvedObject.name={job_name}")
+    except KubeError:  # events are explanation only (a Role without them, an API server hiccup)
+        return []

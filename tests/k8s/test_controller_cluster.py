@@ -1,0 +1,121 @@
+"""The controller's behaviour that only a real cluster shows (issue 9), on the local Kubernetes of
+`make cluster-up`: a real kubelet's deadline, the scheduler, the API server, kubectl and the node's
+network. Each checks a behaviour issue 9 reported broken before the fix (the dry-run file applied;
+the deadline ended as harness_error; an unschedulable run stayed Running with an empty message; a name
+lookup hung behind deny-all on Kubernetes only)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from wpbench_k8s.commands.cluster import Cluster, submit
+from wpbench_k8s.config import load_config
+from wpbench_k8s.executor import get_executor
+from wpbench_k8s.kube.objects import RunSettings
+from wpbench_k8s.manifest import GraderLimits, GraderSpec
+from wpbench_k8s.outcome import Infra, decide_outcome
+from wpbench_k8s.pipeline import plan_run
+from wpbench_runtime.contract import GradeTask
+
+clusterkit = pytest.importorskip("clusterkit", reason="the real-cluster kit (tests/k8s/clusterkit.py) is not here yet")
+Space, records = clusterkit.Space, clusterkit.records
+pytestmark = pytest.mark.k8s
+
+
+def _submit(space: Space, suite: Path, name: str, grader: GraderSpec, *, retries: int, test_id: str) -> str:
+    manifest = plan_run(load_config(None, {"dataset.path": str(suite), "run.test_ids": [test_id]}), "reference",
+                        grader=grader)  # fmt: skip
+    cluster = Cluster(str(space.kubeconfig), None, space.namespace)
+    return submit(cluster, manifest, RunSettings(name=name, namespace=space.namespace, infra_retries=retries))
+
+
+def test_a_grader_stopped_at_its_pod_deadline_is_retried_then_scored_as_the_candidates_timeout(
+    space: Space, mini_suite: Path, tmp_path: Path
+) -> None:
+    # No grace: the kubelet's activeDeadlineSeconds (SIGTERM, then SIGKILL) ends the grader before its
+    # verdict. That is the outer deadline (outcome rule 3), whatever the supervisor exits with.
+    space.install_controller()
+    name = _submit(space, mini_suite, "deadline", GraderSpec(timeout_seconds=1, grace_seconds=0), retries=1,
+                   test_id="mini-hooks-001")  # fmt: skip
+    run = space.wait_phase(name, 600)
+    space.cli("results", name, "-o", str(tmp_path / "r.jsonl"))
+    (record,) = records(tmp_path / "r.jsonl")
+    assert record["grader"]["status"] == "timeout", record["grader"]
+    assert record["grader"]["infra_retries"] == 1 and record["error"] is None
+    assert "deadline" in record["grader"]["verdict"]["reason"]
+    assert run["status"]["infraErrors"] == 0 and run["status"]["failed"] == 1
+    assert space.pods is not None and space.pods.per_item() == {"mini-hooks-001": 2}  # one pod per attempt
+
+
+def test_a_pod_that_cannot_be_scheduled_says_why_and_ends_as_infra_error(
+    space: Space, mini_suite: Path, tmp_path: Path
+) -> None:
+    space.install_controller("controller.startSeconds=30")
+    grader = GraderSpec(timeout_seconds=30, limits=GraderLimits(cpus=64))  # more than any node has
+    name = _submit(space, mini_suite, "huge", grader, retries=0, test_id="mini-hooks-001")
+
+    def message() -> str:
+        text = str((space.run_object(name).get("status") or {}).get("message") or "")
+        return text if "not running yet" in text else ""
+
+    waiting = space.wait_for(message, 120, "the run to say why its grader waits")
+    assert "Unschedulable" in waiting and "cpu" in waiting, waiting
+    run = space.wait_phase(name, 300)
+    assert run["status"]["infraErrors"] == 1, run["status"]
+    space.cli("results", name, "-o", str(tmp_path / "r.jsonl"))
+    (record,) = records(tmp_path / "r.jsonl")
+    assert record["grader"]["status"] == "infra_error" and "Insufficient cpu" in record["error"], record["error"]
+
+
+def test_status_watch_follows_a_run_to_its_end(space: Space, mini_suite: Path) -> None:
+    # Through the one watch loop (kube.client.Watcher); its ERROR/410 handling is tested on the wire
+    # format in tests/unit/test_kube_client.py: a 1.37 API server serves a watch from an old
+    # resourceVersion from its cache until it has evicted events, so no test here can force a 410 cheaply.
+    space.install_controller()
+    name = space.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite),
+                     "--test-id", "mini-hooks-001").stdout.strip()  # fmt: skip
+    res = space.cli("status", name, "--watch", timeout=300)
+    assert "Succeeded" in res.stdout and "1/1 done" in res.stdout
+
+
+def test_dry_run_output_cannot_be_applied(space: Space, mini_suite: Path, tmp_path: Path) -> None:
+    out = space.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite), "--dry-run",
+                    "--name", "dry", "-n", space.namespace).stdout  # fmt: skip
+    path = tmp_path / "run.yaml"
+    path.write_text(out)
+    assert yaml.safe_load(out)["kind"] == "WPBenchDryRun"
+    res = space.cluster.kubectl("apply", "-n", space.namespace, "-f", str(path), check=False)
+    assert res.returncode != 0 and "WPBenchDryRun" in res.stderr, res.stderr
+    listed = json.loads(space.cluster.kubectl("get", "wpbenchruns,configmaps,jobs", "-n", space.namespace,
+                                              "-o", "json").stdout)  # fmt: skip
+    assert not [o for o in listed["items"] if o["metadata"]["name"].startswith("dry")]
+
+
+def test_a_name_lookup_ends_the_same_way_on_both_backends(
+    space: Space, grader_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under deny-all a lookup hung until the resolver gave up (10 s and more, past this 5 s test: a
+    timeout), while Docker's `--network none` fails it at once. With the pod's loopback-only DNS
+    config both fail at once, so the verdict is the same on both backends."""
+    monkeypatch.setenv("KUBECONFIG", str(space.kubeconfig))
+    monkeypatch.setenv("WPBENCH_K8S_NAMESPACE", space.namespace)
+    task = GradeTask(test_id="dns-probe", code="$ip = gethostbyname('wordpress.org');", timeout_seconds=5)
+    spec = GraderSpec(image=grader_image, timeout_seconds=5)
+    statuses = {}
+    for backend in ("docker", "kubernetes"):
+        executor = get_executor(backend, spec, f"dns-{backend}")
+        executor.preflight()
+        if backend == "kubernetes":  # `run --executor kubernetes` graded with network before
+            policies = space.objects("networkpolicies")
+            assert [p["spec"]["policyTypes"] for p in policies] == [["Ingress", "Egress"]], policies
+        try:
+            decision = decide_outcome(executor.run_grader(task))
+        finally:
+            executor.cleanup()
+        assert not isinstance(decision, Infra), (backend, decision)
+        statuses[backend] = decision.verdict.status
+    assert statuses["kubernetes"] == statuses["docker"] != "timeout", statuses
