@@ -118,3 +118,15 @@ class Sim:
 
 def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def clone_suite(source: Path, dest: Path, count: int) -> Path:
+    """`count` execution tests cloned (new ids) from a suite folder's execution tests."""
+    tests: list[dict[str, Any]] = []
+    for path in sorted((source / "execution").glob("*.json")):
+        doc = json.loads(path.read_text())
+        tests.extend(doc if isinstance(doc, list) else doc["tests"])
+    clones = [{**tests[n % len(tests)], "id": f"bench-{n:05d}"} for n in range(count)]
+    (dest / "execution").mkdir(parents=True, exist_ok=True)
+    (dest / "execution" / "bench.json").write_text(json.dumps(clones))
+    return dest

@@ -11,9 +11,8 @@ import time
 import pytest
 from kubernetes import client as k8s
 from kubernetes import config
-from simkit import NAMESPACE, records
+from simkit import NAMESPACE, clone_suite, records
 
-from wpbench_controller.bench import clone_suite
 from wpbench_controller.sim import FakeRunner
 from wpbench_k8s.commands.cluster import Cluster, submit
 from wpbench_k8s.config import load_config

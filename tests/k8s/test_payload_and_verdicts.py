@@ -72,4 +72,6 @@ def test_chunk_zero_does_not_grow_with_the_number_of_items(manifest):
         assert [i.item_id for i in payload.manifest.items] == [i.item_id for i in items]
         return len(chunks[0][HEADER_KEY]) + len(chunks[0][INDEX_KEY])
 
-    assert chunk_zero_size(300) == chunk_zero_size(3)
+    # Only the digits of the item and chunk counts may grow, never a per-item entry.
+    small, large = chunk_zero_size(3), chunk_zero_size(300)
+    assert small <= large < small + 16
