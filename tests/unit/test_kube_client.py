@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client as k8s
 
 from wpbench_controller.controller import Controller
-from wpbench_k8s.kube.client import RUNS, Kube, NotFound, Unreachable, Watcher
+from wpbench_k8s.kube.client import RUNS, Kube, NotFound, TokenBucket, Unreachable, Watcher
 
 RUN = {"metadata": {"name": "r", "namespace": "ns", "resourceVersion": "10"}, "status": {"phase": "Running"}}
 
@@ -157,3 +157,22 @@ def test_liveness_follows_the_reconcile_loop(silent_port):
     finally:
         controller.stop()
         thread.join(10)
+
+
+def test_writes_are_paced_like_client_go():
+    """A burst goes at once, then one write per 1/qps seconds; idle time refills the burst (clock injected)."""
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    bucket = TokenBucket(qps=20, burst=30, clock=lambda: now[0], sleep=sleep)
+    assert [bucket.take() for _ in range(30)] == [0.0] * 30
+    assert bucket.take() == pytest.approx(0.05)
+    assert bucket.take() == pytest.approx(0.05)
+    assert sum(slept) == pytest.approx(0.10)
+    now[0] += 60  # idle: the burst is back, never more
+    assert [bucket.take() for _ in range(30)] == [0.0] * 30
+    assert bucket.take() == pytest.approx(0.05)

@@ -34,6 +34,40 @@ USER_AGENT = f"wpbench-k8s/{__version__}"
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
 WATCH_SECONDS = 120  # server-side timeoutSeconds of one watch request
+# Writes per second on average and at once: client-go's defaults (QPS 20, burst 30), so one of our
+# processes never writes to a shared API server faster than a well-behaved Go controller does.
+WRITE_QPS = 20.0
+WRITE_BURST = 30
+
+
+class TokenBucket:
+    """`qps` events per second on average, `burst` at once; `take` waits (outside the lock) for its turn."""
+
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.qps, self.burst = qps, burst
+        self._clock, self._sleep = clock, sleep
+        self._tokens = float(burst)
+        self._last = clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> float:
+        """Reserve one event; returns the seconds waited for it."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1.0
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            self._sleep(wait)
+        return wait
 
 
 @dataclass(frozen=True)
@@ -149,9 +183,16 @@ def to_dict(obj: Any) -> dict[str, Any]:
 class Kube:
     """get, get_list, items, pages, create, ensure, patch, delete, log by `Kind`; a timeout on every request."""
 
-    def __init__(self, api: k8s.ApiClient, *, read_timeout: float = READ_TIMEOUT) -> None:
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        *,
+        read_timeout: float = READ_TIMEOUT,
+        writes: TokenBucket | None = None,
+    ) -> None:
         self.api = api
         self.read_timeout = read_timeout
+        self.writes = writes or TokenBucket(WRITE_QPS, WRITE_BURST)  # shared by every call of this client
 
     def _open(
         self,
@@ -164,6 +205,8 @@ class Kube:
         read_timeout: float | None = None,
     ) -> Any:
         """Send one request; the urllib3 response, unread. Raises KubeError for any non-2xx answer."""
+        if method != "GET":
+            self.writes.take()
         headers = {"Accept": "application/json", "Content-Type": content_type}
         api: Any = self.api
         request = api.param_serialize(
