@@ -31,7 +31,8 @@ runtime-image: docker
 demo: setup runtime-image
 	$(BIN)/wpbench-k8s run --check-reference-solution --limit 12 --execution-concurrency $(CONCURRENCY)
 
-test: setup runtime-image controller-image browser kwok
+# The Kubernetes tests run against the real local cluster: it is started (or reused) first.
+test: setup runtime-image controller-image browser kwok cluster-up
 	$(BIN)/pytest -q
 
 test-unit: setup
@@ -57,3 +58,4 @@ clean:
 
 # Kubernetes targets: controller-image kind-up e2e-kind kind-down bench-k8s chart-lint.
 include mk/kind.mk
+include mk/cluster.mk

@@ -10,6 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clusterkit import (
+    ADMIN_KUBECONFIG,
+    CONTROLLER_IMAGE,
+    GRADER_IMAGE,
+    Cluster,
+    Space,
+    cluster_reachable,
+    drop_space,
+    ensure_node_image,
+    new_space,
+)
 from simkit import NAMESPACE, Sim
 
 from wpbench_controller.sim import DockerRunner, FakeRunner, SimCluster
@@ -58,3 +69,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def probe_sim(tmp_path: Path, grader_image: str) -> Iterator[Sim]:
     """Docker pods from the grader image, for probes that do not need a working verifier."""
     yield from _make_sim(tmp_path, DockerRunner())
+
+
+@pytest.fixture(scope="session")
+def kube() -> Cluster:
+    """The real local Kubernetes started by `make cluster-up` (make test starts it). Under CI it must be up."""
+    why = cluster_reachable(ADMIN_KUBECONFIG)
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the local Kubernetes is not up: {why}")
+        pytest.skip(f"the local Kubernetes is not up: {why}")
+    for image in (GRADER_IMAGE, CONTROLLER_IMAGE):  # the images under test (a helper's own tags too)
+        ensure_node_image(image)
+    return Cluster(ADMIN_KUBECONFIG)
+
+
+@pytest.fixture
+def space(kube: Cluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Space]:
+    """A namespace of the real cluster for one test (Pod Security `restricted`, labelled as a test's)."""
+    s = new_space(kube, tmp_path, request.node.nodeid)
+    try:
+        yield s
+    finally:
+        drop_space(s)

@@ -73,7 +73,9 @@ def rejects_temperature(then: Responder) -> Responder:
 
 
 class FakeProvider:
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        """`host`: a local address only (loopback, or the local cluster's pod bridge gateway for pods)."""
+        self.host = host
         self._lock = threading.Lock()
         self._scripts: dict[str, list[Reply]] = {}
         self._responders: dict[str, Responder] = {}
@@ -117,7 +119,7 @@ class FakeProvider:
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-provider", daemon=True)
 
@@ -125,7 +127,7 @@ class FakeProvider:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://{self.host}:{self._server.server_address[1]}/v1"
 
     def start(self) -> FakeProvider:
         self._thread.start()

@@ -1,0 +1,56 @@
+# Shared settings of the local Kubernetes (sourced by cluster-up.sh and cluster-down.sh).
+# Every address is on this machine: the pod bridge is ours, its gateway is the node and API server address.
+K8S_VERSION=v1.37.2
+CACHE=${WPBENCH_CACHE:-/var/cache/wpbench}
+BIN=$CACHE/k8s/$K8S_VERSION/bin
+DEBS=$CACHE/k8s/debs/root
+STATE=${WPBENCH_CLUSTER_STATE:-/var/lib/wpbench-k8s}
+RUN=${WPBENCH_CLUSTER_RUN:-/run/wpbench-k8s}
+LOGS=$STATE/logs
+PKI=$STATE/pki
+CONTEXT=wpbench-local
+NODE_NAME=wpbench-node
+BRIDGE=wpbk0
+POD_CIDR=10.244.0.0/24
+GATEWAY=10.244.0.1
+SERVICE_CIDR=10.96.0.0/16
+KUBERNETES_SERVICE_IP=10.96.0.1
+API_PORT=16443
+ETCD_CLIENT_PORT=23790
+ETCD_PEER_PORT=23800
+CONTAINERD_SOCK=$RUN/containerd.sock
+PAUSE_IMAGE=wpbench.local/pause:3.10.2
+RELEASE=wpbench
+RELEASE_NS=wpbench-system
+RUN_NS=${RUN_NS:-wpbench}
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-router)
+export PATH="$DEBS/usr/bin:$BIN:$PATH"
+
+log() { printf '%s cluster: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+pid_of() { # prints the pid of a component started by cluster-up if it is alive
+  local f="$RUN/$1.pid" pid
+  [[ -f $f ]] || return 1
+  pid=$(<"$f")
+  # a pid left from before a restart may belong to another program now
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$1" && echo "$pid"
+}
+
+stop_pods() { # kill every pod process and shim of our containerd; unmount what they left
+  local procs pid m ns
+  if [[ -d /sys/fs/cgroup/pids/kubepods ]]; then
+    for procs in $(find /sys/fs/cgroup/pids/kubepods -name cgroup.procs); do
+      while read -r pid; do kill -9 "$pid" 2>/dev/null || true; done <"$procs"
+    done
+  fi
+  pkill -9 -f -- "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCK" 2>/dev/null || true
+  for m in $(awk -v a="$STATE/" -v b="$RUN/" 'index($2, a) == 1 || index($2, b) == 1 {print $2}' /proc/self/mounts | sort -r); do
+    umount -l "$m" 2>/dev/null || true
+  done
+  # pod network namespaces (containerd names them cni-*) that no process holds any more
+  for ns in /run/netns/cni-*; do
+    [[ -e $ns && -z $(ip netns pids "${ns##*/}" 2>/dev/null) ]] && ip netns delete "${ns##*/}" 2>/dev/null || true
+  done
+  rm -rf "$RUN/containerd" "$STATE/cni/ipam"
+}

@@ -1,0 +1,303 @@
+#!/usr/bin/env bash
+# Starts (or reuses) a single-node Kubernetes v1.37.2 on this machine: etcd, kube-apiserver (RBAC, Node
+# authorizer, default admission plugins incl. PodSecurity), kube-controller-manager, kube-scheduler,
+# containerd (own root, state and socket, beside Docker's), a real kubelet, a bridge CNI without
+# masquerade. Merges context wpbench-local into the default kubeconfig, imports the grader and
+# controller images into the node, installs charts/wpbench-k8s with helm. Idempotent: what runs is kept,
+# what is missing is built (cached by version) or started. Needs root, Docker, Go, gcc, openssl.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(dirname "$here")
+# shellcheck source=scripts/cluster-env.sh
+source "$here/cluster-env.sh"
+GRADER_IMAGE=${GRADER_IMAGE:-wpbench-grader:dev}
+CONTROLLER_IMAGE=${CONTROLLER_IMAGE:-wpbench-controller:dev}
+started=$SECONDS
+
+[[ $EUID -eq 0 ]] || die "needs root (it starts a kubelet and containerd)"
+
+install_binaries() {
+  "$repo/hack/k8s/build.sh" >&2
+  "$repo/hack/k8s/build-helm.sh" >&2
+  "$repo/hack/k8s/fetch-debs.sh" >/dev/null
+  "$repo/hack/k8s/write-paths.sh"
+  command -v runc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc >/dev/null; }
+  command -v openssl >/dev/null || die "openssl not found"
+}
+
+host_setup() {
+  mount --make-rshared /
+  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1 >/dev/null 2>&1 || true
+  if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+    ip link add "$BRIDGE" type bridge
+  fi
+  ip addr show dev "$BRIDGE" | grep -q "inet $GATEWAY/" || ip addr add "$GATEWAY/${POD_CIDR#*/}" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  # Pods talk to each other and to this host only: nothing from the pod bridge is forwarded elsewhere,
+  # nothing is masqueraded. The kubernetes Service address is answered by the API server on the gateway.
+  ensure_rule filter FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT
+  ensure_rule filter FORWARD -i "$BRIDGE" ! -o "$BRIDGE" -j DROP
+  ensure_rule filter FORWARD ! -i "$BRIDGE" -o "$BRIDGE" -j DROP
+  ensure_rule nat PREROUTING -s "$POD_CIDR" -d "$KUBERNETES_SERVICE_IP/32" -p tcp --dport 443 \
+    -j DNAT --to-destination "$GATEWAY:$API_PORT"
+  ip route replace blackhole "$SERVICE_CIDR"
+}
+
+ensure_rule() { # table chain rule... : insert at the top unless present
+  local table=$1 chain=$2
+  shift 2
+  iptables -t "$table" -C "$chain" "$@" 2>/dev/null || iptables -t "$table" -I "$chain" 1 "$@"
+}
+
+cert() { # name cn org [san...] : a key and a certificate signed by the cluster CA, unless present
+  local name=$1 cn=$2 org=$3
+  shift 3
+  [[ -f $PKI/$name.crt ]] && return
+  local subj="/CN=$cn" ext="$PKI/$name.ext"
+  [[ -n $org ]] && subj="/O=$org$subj"
+  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
+  openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
+  {
+    echo "basicConstraints=CA:FALSE"
+    echo "subjectKeyIdentifier=hash"
+    echo "authorityKeyIdentifier=keyid,issuer"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    if (($#)); then
+      echo "extendedKeyUsage=serverAuth,clientAuth"
+      local IFS=,
+      echo "subjectAltName=$*"
+    else
+      echo "extendedKeyUsage=clientAuth"
+    fi
+  } >"$ext"
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$ext" -out "$PKI/$name.crt" 2>/dev/null
+  rm -f "$PKI/$name.csr" "$ext"
+}
+
+kubeconfig() { # name user : a kubeconfig with the client certificate embedded
+  local file=$PKI/$2.kubeconfig
+  [[ -f $file ]] && return
+  KUBECONFIG=$file kubectl config set-cluster "$CONTEXT" --server="https://$GATEWAY:$API_PORT" \
+    --certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
+  KUBECONFIG=$file kubectl config set-credentials "$1" --client-certificate="$PKI/$2.crt" \
+    --client-key="$PKI/$2.key" --embed-certs >/dev/null
+  KUBECONFIG=$file kubectl config set-context "$CONTEXT" --cluster="$CONTEXT" --user="$1" >/dev/null
+  KUBECONFIG=$file kubectl config use-context "$CONTEXT" >/dev/null
+}
+
+pki() {
+  mkdir -p "$PKI" && chmod 700 "$PKI"
+  if [[ ! -f $PKI/ca.crt ]]; then
+    openssl genrsa -out "$PKI/ca.key" 2048 2>/dev/null
+    # keyUsage on the CA: strict verifiers (Python >= 3.13, the controller image's) refuse a CA without it
+    openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=wpbench-local-ca" -days 3650 -sha256 -out "$PKI/ca.crt" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"
+  fi
+  [[ -f $PKI/sa.key ]] || { openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null && openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null; }
+  cert apiserver kube-apiserver "" "IP:$GATEWAY" "IP:$KUBERNETES_SERVICE_IP" IP:127.0.0.1 DNS:localhost \
+    DNS:kubernetes DNS:kubernetes.default DNS:kubernetes.default.svc DNS:kubernetes.default.svc.cluster.local
+  cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
+  cert admin wpbench-local-admin system:masters
+  cert controller-manager system:kube-controller-manager ""
+  cert scheduler system:kube-scheduler ""
+  cert kubelet-client "system:node:$NODE_NAME" system:nodes
+  cert kubelet-serving "system:node:$NODE_NAME" system:nodes "IP:$GATEWAY" "DNS:$NODE_NAME"
+  cert kube-router kube-router ""
+  kubeconfig "$CONTEXT-admin" admin
+  kubeconfig system:kube-controller-manager controller-manager
+  kubeconfig system:kube-scheduler scheduler
+  kubeconfig "system:node:$NODE_NAME" kubelet-client
+  kubeconfig kube-router kube-router
+}
+
+start() { # name command... : start detached unless running; log to $LOGS/name.log
+  local name=$1
+  shift
+  if pid_of "$name" >/dev/null; then return; fi
+  log "starting $name"
+  # the process writes its own pid (setsid may fork), then becomes the component
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$RUN/$name.pid" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  local deadline=$((SECONDS + 10))
+  until pid_of "$name" >/dev/null; do ((SECONDS < deadline)) || die "$name did not start"; sleep 0.1; done
+}
+
+wait_for() { # what seconds command... : poll until the command succeeds
+  local what=$1 limit=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "$what not ready after ${limit}s (logs: $LOGS)"
+    sleep 0.5
+  done
+}
+
+clean_stale_node() {
+  # Nothing of the node runs (after a restart, or processes killed): drop what the dead runtime left.
+  pid_of containerd >/dev/null && return
+  stop_pods
+}
+
+start_control_plane() {
+  start etcd etcd --name wpbench --data-dir "$STATE/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "wpbench=http://127.0.0.1:$ETCD_PEER_PORT" --quota-backend-bytes 4294967296
+  wait_for etcd 60 curl -fsS "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
+  start kube-apiserver kube-apiserver --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --bind-address "$GATEWAY" --advertise-address "$GATEWAY" --secure-port "$API_PORT" \
+    --service-cluster-ip-range "$SERVICE_CIDR" --authorization-mode Node,RBAC \
+    --enable-admission-plugins NodeRestriction \
+    --client-ca-file "$PKI/ca.crt" --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --kubelet-client-certificate "$PKI/apiserver-kubelet-client.crt" --kubelet-client-key "$PKI/apiserver-kubelet-client.key" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
+    --kubelet-preferred-address-types InternalIP --profiling=false
+  wait_for kube-apiserver 120 kubectl --kubeconfig "$PKI/admin.kubeconfig" get --raw /readyz
+  start kube-controller-manager kube-controller-manager --kubeconfig "$PKI/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$PKI/controller-manager.kubeconfig" --authorization-kubeconfig "$PKI/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port 10357 --leader-elect=false --use-service-account-credentials \
+    --service-account-private-key-file "$PKI/sa.key" --root-ca-file "$PKI/ca.crt" \
+    --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" --profiling=false
+  start kube-scheduler kube-scheduler --kubeconfig "$PKI/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$PKI/scheduler.kubeconfig" --authorization-kubeconfig "$PKI/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port 10359 --leader-elect=false --profiling=false
+}
+
+write_node_config() {
+  mkdir -p "$STATE/cni/net.d" "$STATE/kubelet" "$STATE/containerd"
+  # Routes only to the pod and service ranges: a pod has no default route, so no way off this machine.
+  cat >"$STATE/cni/net.d/10-wpbench.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "wpbench", "plugins": [
+  {"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "isDefaultGateway": false, "ipMasq": false,
+   "hairpinMode": true,
+   "ipam": {"type": "host-local", "dataDir": "$STATE/cni/ipam",
+            "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$GATEWAY", "rangeStart": "${GATEWAY%.*}.10"}]],
+            "routes": [{"dst": "$POD_CIDR"}, {"dst": "$SERVICE_CIDR"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}
+]}
+EOF
+  cat >"$STATE/containerd.toml" <<EOF
+version = 3
+root = "$STATE/containerd"
+state = "$RUN/containerd"
+disabled_plugins = ["io.containerd.nri.v1.nri"]
+[grpc]
+  address = "$CONTAINERD_SOCK"
+[ttrpc]
+  address = "$CONTAINERD_SOCK.ttrpc"
+[plugins.'io.containerd.internal.v1.opt']
+  path = "$STATE/containerd-opt"
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = "$PAUSE_IMAGE"
+[plugins.'io.containerd.cri.v1.runtime']
+  # This machine grants no CAP_SYS_RESOURCE: a negative oom_score_adj (the kubelet asks -998 for sandboxes,
+  # -997 for Guaranteed pods) cannot be set, so runc fails "failed to update /proc/self/oom_score_adj".
+  restrict_oom_score_adj = true
+[plugins.'io.containerd.cri.v1.runtime'.containerd]
+  default_runtime_name = "runc"
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+  BinaryName = "$(command -v runc)"
+  Root = "$RUN/runc"
+  SystemdCgroup = false
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ["$DEBS/usr/lib/cni"]
+  conf_dir = "$STATE/cni/net.d"
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+EOF
+  # cgroup v1 without systemd here: cgroupfs, and failCgroupV1 off (kubelet >= 1.35 refuses v1 otherwise).
+  # Images cannot be pulled back (no registry), so image GC never runs; no DNS server (pods resolve nothing).
+  cat >"$STATE/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $GATEWAY
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $PKI/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $PKI/kubelet-serving.crt
+tlsPrivateKeyFile: $PKI/kubelet-serving.key
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
+resolvConf: ""
+clusterDomain: cluster.local
+podCIDR: $POD_CIDR
+podPidsLimit: 4096
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+EOF
+}
+
+import_image() { # docker image : into the node's containerd (k8s.io namespace), unless already that id
+  local image=$1 id stamp
+  id=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null) || die "image $image missing in Docker"
+  stamp="$STATE/images/${image//[\/:]/_}"
+  [[ -f $stamp && $(<"$stamp") == "$id" ]] && ctr -a "$CONTAINERD_SOCK" -n k8s.io images ls -q | grep -q "$image" && return 1
+  log "importing $image into the node"
+  mkdir -p "$STATE/images"
+  docker save "$image" | ctr -a "$CONTAINERD_SOCK" -n k8s.io images import - >/dev/null
+  echo "$id" >"$stamp"
+}
+
+start_node() {
+  write_node_config
+  start containerd containerd --config "$STATE/containerd.toml"
+  wait_for containerd 60 ctr -a "$CONTAINERD_SOCK" version
+  "$repo/hack/k8s/build-pause.sh" "$PAUSE_IMAGE" >&2
+  import_image "$PAUSE_IMAGE" || true
+  start kubelet kubelet --config "$STATE/kubelet.yaml" --kubeconfig "$PKI/kubelet-client.kubeconfig" \
+    --hostname-override "$NODE_NAME" --node-ip "$GATEWAY" --root-dir "$STATE/kubelet" --cert-dir "$PKI/kubelet"
+  wait_for "node $NODE_NAME" 180 kubectl --kubeconfig "$PKI/admin.kubeconfig" wait --for=condition=Ready \
+    "node/$NODE_NAME" --timeout=5s
+}
+
+merge_kubeconfig() {
+  local target=${KUBECONFIG:-$HOME/.kube/config}
+  target=${target%%:*}
+  mkdir -p "$(dirname "$target")"
+  KUBECONFIG=$target kubectl config set-cluster "$CONTEXT" --server="https://$GATEWAY:$API_PORT" \
+    --certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
+  KUBECONFIG=$target kubectl config set-credentials "$CONTEXT-admin" --client-certificate="$PKI/admin.crt" \
+    --client-key="$PKI/admin.key" --embed-certs >/dev/null
+  KUBECONFIG=$target kubectl config set-context "$CONTEXT" --cluster="$CONTEXT" --user="$CONTEXT-admin" >/dev/null
+  KUBECONFIG=$target kubectl config use-context "$CONTEXT" >/dev/null
+}
+
+install_chart() {
+  import_image "$GRADER_IMAGE" || true
+  local repo_part=${CONTROLLER_IMAGE%:*} tag=${CONTROLLER_IMAGE##*:} restart=false
+  import_image "$CONTROLLER_IMAGE" && restart=true
+  helm upgrade --install "$RELEASE" "$repo/charts/wpbench-k8s" --kubeconfig "$PKI/admin.kubeconfig" \
+    --namespace "$RELEASE_NS" --create-namespace \
+    --set image.repository="$repo_part" --set image.tag="$tag" --set image.pullPolicy=IfNotPresent \
+    --set "namespaces.runs={$RUN_NS}" --wait --timeout 5m >/dev/null
+  # A controller image rebuilt under the same tag: restart so the pod runs the imported one.
+  if $restart; then
+    kubectl --kubeconfig "$PKI/admin.kubeconfig" -n "$RELEASE_NS" rollout restart \
+      "deployment/$RELEASE-wpbench-k8s-controller" >/dev/null
+  fi
+  kubectl --kubeconfig "$PKI/admin.kubeconfig" -n "$RELEASE_NS" rollout status \
+    "deployment/$RELEASE-wpbench-k8s-controller" --timeout=180s >/dev/null
+}
+
+mkdir -p "$STATE" "$RUN" "$LOGS"
+install_binaries
+host_setup
+pki
+clean_stale_node
+start_control_plane
+start_node
+merge_kubeconfig
+install_chart
+log "ready in $((SECONDS - started)) s: context $CONTEXT (node $NODE_NAME, API https://$GATEWAY:$API_PORT); runs go to namespace $RUN_NS"

@@ -1,0 +1,245 @@
+"""Helpers for tests against the real local Kubernetes (`make cluster-up`): one namespace per test, with
+the chart installed into it by the real helm, so the controller runs in-cluster with its ServiceAccount
+and Role exactly as users deploy it. The real CLI runs as a subprocess with a kubeconfig whose context
+points at the test's namespace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+from kubernetes import config, watch
+
+REPO = Path(__file__).resolve().parents[2]
+CONTEXT = "wpbench-local"
+STATE = Path(os.environ.get("WPBENCH_CLUSTER_STATE", "/var/lib/wpbench-k8s"))
+ADMIN_KUBECONFIG = STATE / "pki" / "admin.kubeconfig"
+CACHE = Path(os.environ.get("WPBENCH_CACHE", "/var/cache/wpbench"))
+BIN = CACHE / "k8s" / "v1.37.2" / "bin"
+GATEWAY = "10.244.0.1"  # the pod bridge's gateway: the node, and the only host address pods can reach
+TEST_LABEL = "wpbench-k8s.org/test"
+CONTROLLER_IMAGE = os.environ.get("WPBENCH_CONTROLLER_IMAGE", "wpbench-controller:dev")
+GRADER_IMAGE = os.environ.get("WPBENCH_IMAGE", "wpbench-grader:dev")
+PSA = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
+
+
+def tool(name: str) -> str:
+    path = BIN / name
+    return str(path) if path.exists() else name
+
+
+def ensure_node_image(image: str) -> None:
+    """The Docker image `image` in the node's containerd (as cluster-up imports them), imported if missing or stale."""
+    ctr = [str(CACHE / "k8s" / "debs" / "root" / "usr" / "bin" / "ctr"), "-a", "/run/wpbench-k8s/containerd.sock",
+           "-n", "k8s.io"]  # fmt: skip
+    docker_id = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True, text=True,
+                               check=True).stdout.strip()  # fmt: skip
+    ref = image if "/" in image else f"docker.io/library/{image}"
+    listed = subprocess.run([*ctr, "images", "ls", f"name=={ref}"], capture_output=True, text=True).stdout
+    stamp = STATE / "images" / image.replace("/", "_").replace(":", "_")
+    if ref in listed and stamp.exists() and stamp.read_text().strip() == docker_id:
+        return
+    save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+    subprocess.run([*ctr, "images", "import", "-"], stdin=save.stdout, check=True, capture_output=True)
+    assert save.wait() == 0, f"docker save {image} failed"
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(docker_id + "\n")
+
+
+def cluster_reachable(kubeconfig: Path) -> str | None:
+    """None when the API server answers /readyz, else why not."""
+    if not kubeconfig.exists():
+        return f"{kubeconfig} missing (make cluster-up)"
+    res = subprocess.run([tool("kubectl"), "--kubeconfig", str(kubeconfig), "get", "--raw", "/readyz"],
+                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    return None if res.returncode == 0 else f"API server not ready: {res.stderr.strip()[-300:]}"
+
+
+@dataclass
+class Cluster:
+    """The running cluster (session-wide): an admin kubeconfig and clients."""
+
+    kubeconfig: Path
+    api: k8s.ApiClient = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.api = config.new_client_from_config(str(self.kubeconfig))
+        self.core = k8s.CoreV1Api(self.api)
+        self.batch = k8s.BatchV1Api(self.api)
+        self.custom = k8s.CustomObjectsApi(self.api)
+        self.rbac = k8s.RbacAuthorizationV1Api(self.api)
+
+    def kubectl(self, *args: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run([tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
+                             capture_output=True, text=True, timeout=kw.pop("timeout", 120), **kw)  # fmt: skip
+        if check:
+            assert res.returncode == 0, f"kubectl {' '.join(args)}: {res.stderr[-2000:]}"
+        return res
+
+    def helm(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run([tool("helm"), "--kubeconfig", str(self.kubeconfig), *args],
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+        if check:
+            assert res.returncode == 0, f"helm {' '.join(args)}: {res.stderr[-2000:]}"
+        return res
+
+
+class PodRecorder:
+    """Every pod created in a namespace while the test runs (the API server keeps no history)."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.uids: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._w = watch.Watch()
+        self._thread = threading.Thread(target=self._run, args=(cluster, namespace), daemon=True)
+        self._thread.start()
+
+    def _run(self, cluster: Cluster, namespace: str) -> None:
+        while not self._stop.is_set():
+            try:
+                for ev in self._w.stream(cluster.core.list_namespaced_pod, namespace, timeout_seconds=30):
+                    pod = ev["object"]
+                    if pod.metadata.labels and "wpbench-k8s.org/run" in pod.metadata.labels:
+                        item = (pod.metadata.annotations or {}).get("wpbench-k8s.org/item-id", "?")
+                        self.uids.setdefault(pod.metadata.uid, item)
+            except Exception:  # a broken watch is restarted; the recorder only counts
+                time.sleep(0.5)
+
+    def per_item(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for item in self.uids.values():
+            counts[item] = counts.get(item, 0) + 1
+        return counts
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._w.stop()
+
+
+@dataclass
+class Space:
+    """One test's namespace on the real cluster, with its own chart release (controller in-cluster)."""
+
+    cluster: Cluster
+    namespace: str
+    tmp: Path
+    release: str = ""
+    pods: PodRecorder | None = None
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.tmp / "kubeconfig"
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["WPBENCH_K8S_NAMESPACE"] = self.namespace
+        return env
+
+    def cli(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """The real `wpbench-k8s` command line, as a user runs it (context namespace = this test's)."""
+        res = subprocess.run([sys.executable, "-m", "wpbench_k8s", *args], capture_output=True, text=True,
+                             cwd=REPO, env=self.env, timeout=timeout)  # fmt: skip
+        if check:
+            assert res.returncode == 0, (
+                f"wpbench-k8s {' '.join(args)} failed:\n{res.stdout[-2000:]}\n{res.stderr[-4000:]}"
+            )
+        return res
+
+    def install_controller(self, *sets: str, secret_env: dict[str, str] | None = None) -> None:
+        """The chart into this namespace (also its run namespace), the controller image already on the node."""
+        self.release = self.namespace
+        extra: list[str] = []
+        if secret_env:
+            self.cluster.core.create_namespaced_secret(
+                self.namespace, {"metadata": {"name": "model-keys"}, "stringData": secret_env}
+            )
+            extra += ["--set", "apiKeySecret.name=model-keys"]
+        repo_part, tag = CONTROLLER_IMAGE.rsplit(":", 1)
+        self.cluster.helm(
+            "install", self.release, str(REPO / "charts" / "wpbench-k8s"), "--namespace", self.namespace,
+            "--set", f"image.repository={repo_part}", "--set", f"image.tag={tag}",
+            "--set", f"namespaces.runs={{{self.namespace}}}", "--set", "namespaces.create=false",
+            "--set", "controller.resyncSeconds=2", "--set", "controller.resources.requests.cpu=50m",
+            *[a for s in sets for a in ("--set", s)], *extra, "--wait", "--timeout", "5m",
+        )  # fmt: skip
+
+    def controller_pods(self) -> list[k8s.V1Pod]:
+        return self.cluster.core.list_namespaced_pod(
+            self.namespace, label_selector=f"app.kubernetes.io/instance={self.release}"
+        ).items
+
+    def controller_log(self) -> str:
+        res = self.cluster.kubectl("logs", "-n", self.namespace, f"deployment/{self.release}-wpbench-k8s-controller",
+                                   "--tail", "200", check=False)  # fmt: skip
+        return res.stdout + res.stderr
+
+    def run_object(self, name: str) -> dict[str, Any]:
+        obj: dict[str, Any] = self.cluster.custom.get_namespaced_custom_object(
+            "wpbench-k8s.org", "v1alpha1", self.namespace, "wpbenchruns", name
+        )
+        return obj
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        res = self.cluster.kubectl("get", kind, "-n", self.namespace, "-o", "json")
+        return [o for o in json.loads(res.stdout)["items"] if "wpbench-k8s.org/run" in o["metadata"].get("labels", {})]
+
+    def wait_phase(
+        self, name: str, timeout: float = 600, phases: tuple[str, ...] = ("Succeeded", "Failed", "Cancelled")
+    ) -> dict[str, Any]:
+        end = time.monotonic() + timeout
+        run: dict[str, Any] = {}
+        while time.monotonic() < end:
+            run = self.run_object(name)
+            if (run.get("status") or {}).get("phase") in phases:
+                return run
+            time.sleep(0.5)
+        raise AssertionError(f"run {name} not finished in {timeout}s: {run.get('status')}\n{self.controller_log()}")
+
+    def wait_for(self, predicate: Any, timeout: float = 120, what: str = "condition") -> Any:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}")
+
+
+def new_space(cluster: Cluster, tmp: Path, test_name: str) -> Space:
+    namespace = f"t-{uuid.uuid4().hex[:10]}"
+    cluster.core.create_namespace(
+        {"metadata": {"name": namespace, "labels": {**PSA, TEST_LABEL: "true"},
+                      "annotations": {TEST_LABEL: test_name[:200]}}}
+    )  # fmt: skip
+    kc = yaml.safe_load(cluster.kubeconfig.read_text())
+    for ctx in kc["contexts"]:
+        ctx["context"]["namespace"] = namespace
+    space = Space(cluster, namespace, tmp)
+    space.kubeconfig.write_text(yaml.safe_dump(kc))
+    space.kubeconfig.chmod(0o600)
+    space.pods = PodRecorder(cluster, namespace)
+    return space
+
+
+def drop_space(space: Space) -> None:
+    if space.pods:
+        space.pods.stop()
+    if space.release:
+        space.cluster.helm("uninstall", space.release, "--namespace", space.namespace, "--wait", check=False)
+    space.cluster.kubectl("delete", "namespace", space.namespace, "--wait=false", check=False)
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
