@@ -205,10 +205,11 @@ def submit_run(kubeconfig: Path, suite: Path, completions: Path, name: str, max_
 
 
 def fetch_records(kubeconfig: Path, name: str, dest: Path) -> list[dict[str, Any]]:
-    out = dest / f"{name}.jsonl"
+    (dest / "records").mkdir(exist_ok=True)  # apart from the completions files of the same names
+    out = dest / "records" / f"{name}.jsonl"
     cli("results", name, "--kubeconfig", str(kubeconfig), "-n", NAMESPACE, "-o", str(out))
     if not out.exists():  # an unfinished run's records
-        out = dest / f"{name}.jsonl.partial"
+        out = dest / "records" / f"{name}.jsonl.partial"
     return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
 
 
