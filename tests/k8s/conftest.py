@@ -65,12 +65,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.k8s)
 
 
-@pytest.fixture
-def probe_sim(tmp_path: Path, grader_image: str) -> Iterator[Sim]:
-    """Docker pods from the grader image, for probes that do not need a working verifier."""
-    yield from _make_sim(tmp_path, DockerRunner())
-
-
 @pytest.fixture(scope="session")
 def kube() -> Cluster:
     """The real local Kubernetes started by `make cluster-up` (make test starts it). Under CI it must be up."""

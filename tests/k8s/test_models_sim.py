@@ -1,4 +1,5 @@
-"""Model runs through the Kubernetes simulation: `submit` needs no key and calls no model; the real
+"""Model runs through the Kubernetes simulation (the two-model skill run is on the real cluster:
+test_models_cluster.py): `submit` needs no key and calls no model; the real
 controller process does the generation against a fake OpenAI-compatible provider on 127.0.0.1, with
 OPENAI_API_BASE and a dummy OPENAI_API_KEY in its environment (as the chart's API-key Secret
 provides them); `results` gives the records, comparison and Skill Impact a local run gives.
@@ -10,82 +11,17 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from modelkit import BY_PROMPT, MINI, PROVIDER_VARS, SELECTION, Models, good_answer, model_env
 from simkit import NAMESPACE, REPO, Sim, records
-from test_docker_pods import normalise
-
-from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, load_suite
-from wpbench_k8s.models.prompts import build_prompt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from fake_provider import FakeProvider, Reply, has_system, rate_limited, server_error, user_text
-
-MINI = REPO / "tests" / "fixtures" / "suites" / "mini"
-SUITE = load_suite(MINI)
-BY_PROMPT = {build_prompt(t): t for t in SUITE.all_tests()}
-# --limit 3 of the mini suite: two execution tests and one knowledge test.
-SELECTION = ("--dataset-path", str(MINI), "--limit", "3")
-EXPECTED_TESTS = ["mini-hooks-001", "mini-shortcodes-001", "mini-k-002"]
-RATE_LIMITED = "mini-hooks-001"  # model a's first two calls for this test (baseline) get 429s
-PROVIDER_VARS = ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_API_KEY", "GEMINI_API_KEY",
-                 "GOOGLE_API_KEY")  # fmt: skip
-FAST_RETRIES = {
-    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-    "WPBENCH_MODEL_RETRY_INITIAL_SECONDS": "0.01",
-    "WPBENCH_MODEL_RETRY_JITTER_SECONDS": "0",
-    "WPBENCH_MODEL_RETRY_MAX_SECONDS": "0.05",
-}
-
-
-def good_answer(test: Any) -> str:
-    if isinstance(test, ExecutionTest):
-        return f"Here is the code:\n\n```php\n<?php\n{test.reference_solution}\n```\n\nIt uses the WordPress API."
-    assert isinstance(test, KnowledgeTest)
-    return f"The answer is {test.correct_answer}." if test.type == "multiple_choice" else test.correct_answer
-
-
-def bad_answer(test: Any) -> str:
-    if isinstance(test, ExecutionTest):
-        return "```php\nfunction wpbp_nothing() {}\n```"
-    return "A" if test.type == "multiple_choice" else "esc_html"
-
-
-class Models:
-    """openai/a answers right, but its first two calls for RATE_LIMITED (baseline) are 429s; openai/b
-    answers right only with the skill. Per prompt, not per call order, so a local run (concurrent) and
-    the controller (in manifest order) see the 429s on the same item."""
-
-    def __init__(self, provider: FakeProvider) -> None:
-        self.provider = provider
-        self.lock = threading.Lock()
-        self.limited = 0
-        provider.respond("a", self.a)
-        provider.respond("b", self.b)
-
-    def reset(self) -> None:
-        with self.lock:
-            self.limited = 2
-            self.provider.requests.clear()
-            self.provider.statuses.clear()
-
-    def a(self, body: dict[str, Any]) -> Reply:
-        test = BY_PROMPT[user_text(body)]
-        if test.id == RATE_LIMITED and not has_system(body):
-            with self.lock:
-                if self.limited > 0:
-                    self.limited -= 1
-                    return rate_limited()
-        return Reply(content=good_answer(test), prompt_tokens=300, completion_tokens=80)
-
-    def b(self, body: dict[str, Any]) -> Reply:
-        test = BY_PROMPT[user_text(body)]
-        return Reply(content=good_answer(test) if has_system(body) else bad_answer(test))
+from fake_provider import FakeProvider, Reply, server_error, user_text
 
 
 @pytest.fixture
@@ -103,108 +39,6 @@ def skill(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "SKILL.md").write_text("---\nname: wp-skill\n---\nUse the WordPress APIs.\n")
     return path
-
-
-def model_env(provider: FakeProvider) -> dict[str, str]:
-    """What the controller gets from the chart's API-key Secret (plus fast retries for the tests)."""
-    return {**FAST_RETRIES, "OPENAI_API_BASE": provider.url, "OPENAI_API_KEY": "sk-fake-secret-key"}
-
-
-def summary_sections(summary: dict[str, Any]) -> dict[str, Any]:
-    """The comparison and Skill Impact sections without what differs between any two runs (latency)."""
-    out = json.loads(json.dumps({k: summary[k] for k in ("comparison", "skill_impact")}))
-    for row in out["comparison"]["rows"]:
-        row["latency_ms_mean"] = None
-    for delta in out["comparison"]["skills_delta"]:
-        delta["latency_ms_mean"] = None
-    return out
-
-
-def comparable(record: dict[str, Any]) -> dict[str, Any]:
-    rec = normalise(record)
-    rec["usage"]["cost_usd"] = 0.0
-    return rec
-
-
-@pytest.mark.docker
-def test_two_model_skill_run_through_the_cluster_matches_the_local_run(
-    docker_sim: Sim, provider: FakeProvider, skill: Path, grader_image: str, tmp_path: Path
-) -> None:
-    sim = docker_sim
-    models = Models(provider)
-    flags = ("--model-name", "openai/a", "--model-name", "openai/b", "--skill", str(skill), *SELECTION,
-             "--image", grader_image)  # fmt: skip
-
-    # The local run, against the same provider and the same grader image.
-    models.reset()
-    local = subprocess.run(
-        [sys.executable, "-m", "wpbench_k8s", "run", *flags, "--execution-concurrency", "2",
-         "--output", str(tmp_path / "local" / "results.json")],
-        capture_output=True, text=True, cwd=REPO, timeout=900, env={**sim.env, **model_env(provider)},
-    )  # fmt: skip
-    assert local.returncode == 0, local.stderr[-4000:]
-    (local_jsonl,) = (tmp_path / "local").glob("results_*.jsonl")
-    (local_json,) = (tmp_path / "local").glob("results_*.json")
-    assert ("a", 429) in provider.statuses
-
-    # The cluster run: submit without any key; the controller has them.
-    models.reset()
-    name = sim.cli("submit", *flags, "--max-in-flight", "2").stdout.strip()
-    assert "Pending" in sim.cli("status", name).stdout
-    assert provider.calls() == 0  # submit calls no model
-    sim.start_controller(env=model_env(provider))
-    run = sim.wait_phase(name, 900)
-    st = run["status"]
-    assert st["phase"] == "Succeeded", (st, sim.controller_log()[-3000:])
-    # 3 tests x 2 models x 2 variants; a passes everything, b only with the skill.
-    counts = (st["done"], st["total"], st["passed"], st["failed"], st["errors"], st["infraErrors"])
-    assert counts == (12, 12, 9, 3, 0, 0)
-    assert sim.cluster.kubelet.max_concurrent <= 2
-    status = sim.cli("status", name).stdout
-    assert "Succeeded" in status and "12/12 done" in status and "passed 9" in status and "errors 0" in status
-
-    res = sim.cli("results", name, "-o", str(tmp_path / "k8s" / "results.jsonl"))
-    got = records(tmp_path / "k8s" / "results.jsonl")
-    want = records(local_jsonl)
-
-    # Records: both models x both variants x the selected tests, the same as the local run's.
-    assert {(r["model"], r["variant"]) for r in got} == {
-        (m, v) for m in ("openai/a", "openai/b") for v in ("baseline", "with-skills")
-    }
-    assert sorted({r["test_id"] for r in got}) == sorted(EXPECTED_TESTS)
-    assert [comparable(r) for r in got] == [comparable(r) for r in want]
-    by = {(r["model"], r["variant"], r["test_id"]): r for r in got}
-    for test_id in EXPECTED_TESTS:
-        assert by[("openai/b", "baseline", test_id)]["scores"]["execution_pass"] is False
-        assert by[("openai/b", "with-skills", test_id)]["scores"]["execution_pass"] is True
-        assert by[("openai/a", "baseline", test_id)]["scores"]["execution_pass"] is True
-    for r in got:
-        assert r["error"] is None and r["mode"] == "models"
-        if r["type"] == "execution":
-            assert r["grader"]["verdict"] is not None  # graded by the real verifier in a grader pod
-
-    # The 429s cost retries, not failures.
-    limited = by[("openai/a", "baseline", RATE_LIMITED)]
-    assert (limited["usage"]["retries"], limited["usage"]["calls"]) == (2, 3)
-    assert limited["scores"]["execution_pass"] is True
-    assert sum(r["usage"]["retries"] for r in got) == 2
-    assert provider.statuses.count(("a", 429)) == 2
-    assert provider.calls("a") == 6 + 2 and provider.calls("b") == 6  # one call per item, nothing repeated
-    assert all(r["_authorization"] == "Bearer sk-fake-secret-key" for r in provider.requests)
-
-    # The summary has the local run's comparison and Skill Impact; stdout shows the tables.
-    summary = json.loads((tmp_path / "k8s" / "results.json").read_text())
-    local_summary = json.loads(local_json.read_text())
-    assert summary_sections(summary) == summary_sections(local_summary)
-    rows = {(row["model"], row["variant"]): row for row in summary["comparison"]["rows"]}
-    assert rows[("openai/a", "baseline")]["retries"] == 2 and rows[("openai/a", "baseline")]["excluded"] == 0
-    assert rows[("openai/b", "with-skills")]["pass_rate"] == 1.0
-    impact = {m["model"]: m for m in summary["skill_impact"]["models"]}
-    assert impact["openai/b"]["counts"]["fixed"] == 3 and impact["openai/a"]["counts"]["still_passing"] == 3
-    assert summary["metadata"]["skills"][0]["name"] == "wp-skill"
-    assert summary["metadata"]["skills"] == local_summary["metadata"]["skills"]
-    for heading in ("model comparison", "Δ skills", "Skill Impact", "openai/b: 3 fixed"):
-        assert heading in res.stdout, res.stdout
 
 
 def test_missing_key_and_outage_in_the_controller_error_their_records_and_the_run_goes_on(
