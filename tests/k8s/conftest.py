@@ -1,10 +1,8 @@
-"""Fixtures for the Kubernetes simulation: `sim` (instant pods) and `docker_sim` (grader containers)."""
+"""Fixtures for the real local Kubernetes (`kube`, `space`) and the simulation (`sim`, instant pods)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ from clusterkit import (
 )
 from simkit import NAMESPACE, Sim
 
-from wpbench_controller.sim import DockerRunner, FakeRunner, SimCluster
+from wpbench_controller.sim import FakeRunner, SimCluster
 
 
 def _make_sim(tmp_path: Path, runner: Any) -> Iterator[Sim]:
@@ -42,20 +40,6 @@ def _make_sim(tmp_path: Path, runner: Any) -> Iterator[Sim]:
 def sim(tmp_path: Path) -> Iterator[Sim]:
     """A simulated cluster whose pods answer instantly with a passing verdict (control plane only)."""
     yield from _make_sim(tmp_path, FakeRunner())
-
-
-@pytest.fixture
-def docker_sim(tmp_path: Path, grader_image: str) -> Iterator[Sim]:
-    """A simulated cluster whose pods are real grader containers on the local Docker engine."""
-    probe = subprocess.run(["docker", "run", "--rm", "-i", grader_image], input="{}", capture_output=True, text=True)
-    try:
-        json.loads(probe.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        message = f"grader image {grader_image} does not answer with a verdict yet: {probe.stdout[-200:]!r}"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    yield from _make_sim(tmp_path, DockerRunner())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,6 +1,6 @@
 """Helpers for the Kubernetes simulation tests: a real HTTP API server on 127.0.0.1 (the official client talks
-to it through a generated kubeconfig), a Job controller, and a kubelet running pods as local Docker
-containers (`DockerRunner`) or instantly (`FakeRunner`). The real CLI and the real controller run as
+to it through a generated kubeconfig), a Job controller, and a kubelet answering pods instantly
+(`FakeRunner`). The real CLI and the real controller run as
 subprocesses against it, so they are exercised exactly as a user runs them."""
 
 from __future__ import annotations

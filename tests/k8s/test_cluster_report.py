@@ -1,5 +1,5 @@
-"""A cluster run's HTML report (`results --report`) opens offline in Chromium: the simulated cluster,
-its pods real grader containers (`docker_sim`), fetched and reported by the real CLI."""
+"""A cluster run's HTML report (`results --report`) opens offline in Chromium: a run on the real local
+Kubernetes (`make cluster-up`), the chart's controller in-cluster, fetched and reported by the real CLI."""
 
 from __future__ import annotations
 
@@ -8,22 +8,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simkit import REPO, records
+import pytest
+from clusterkit import REPO, Space, records
 
 sys.path.insert(0, str(REPO / "tests" / "report"))
 from pagekit import check_charts, check_drill_down, expected_marks, no_console_errors, open_report
 
+pytestmark = pytest.mark.docker
+
 
 def test_cluster_run_report_opens_in_chromium(
-    docker_sim: Any, mini_suite: Path, grader_image: str, tmp_path: Path, chrome: Any, artefacts: Path
+    space: Space, mini_suite: Path, grader_image: str, tmp_path: Path, chrome: Any, artefacts: Path
 ) -> None:
-    sim = docker_sim
-    name = sim.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite), "--image", grader_image,
-                   "--max-in-flight", "2").stdout.strip()  # fmt: skip
-    sim.start_controller()
-    run = sim.wait_phase(name, 600)
+    name = space.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite), "--image", grader_image,
+                     "--max-in-flight", "2").stdout.strip()  # fmt: skip
+    space.install_controller()
+    run = space.wait_phase(name, 600)
     assert run["status"]["phase"] == "Succeeded", run["status"]
-    res = sim.cli("results", name, "-o", str(tmp_path / "results.jsonl"), "--report")
+    res = space.cli("results", name, "-o", str(tmp_path / "results.jsonl"), "--report")
     report = tmp_path / "results.html"
     assert res.stderr.strip().splitlines()[-1] == f"report: {report}"
     summary = json.loads((tmp_path / "results.json").read_text())

@@ -1,6 +1,6 @@
 """A whole simulated cluster: API server + Job controller + one kubelet, driven by store events.
 
-with SimCluster(runner=DockerRunner()) as cluster:
+with SimCluster(runner=FakeRunner()) as cluster:
     kubeconfig = cluster.kubeconfig(tmp_path / "kubeconfig")
     cluster.namespace("wpbench")          # Pod Security restricted, like the chart's
     cluster.install_crd()                 # the WPBenchRun CRD

@@ -7,10 +7,9 @@ ttlSecondsAfterFinished, and the Complete / Failed conditions with their reasons
 
 `Kubelet` schedules pods onto one node with a CPU capacity (so 1-CPU graders on a 2-CPU node run at
 most two at once), enforces pod activeDeadlineSeconds, materialises ConfigMap volumes, and runs each
-pod with a `Runner`: `DockerRunner` turns the pod spec into `docker run` flags (user, read-only root,
-capabilities, no-new-privileges, seccomp, cpu/memory/pids, memory emptyDirs as sized tmpfs, ConfigMap
-mounts, the termination-message file, no network under a deny-all NetworkPolicy); `FakeRunner` answers
-instantly with a verdict computed from nothing (benchmarks of the control plane only).
+pod with a `Runner`: `FakeRunner` answers instantly with a verdict computed from nothing, or with an
+injected fault (the control plane only). Real grader pods run on the local Kubernetes of
+`make cluster-up` (tests/k8s/test_cluster_path.py).
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import logging
 import math
 import re
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
@@ -75,131 +73,6 @@ class Handle(Protocol):
 class Runner(Protocol):
     def has_image(self, image: str) -> bool: ...
     def start(self, pod: Obj, mounts: Mounts, *, network_none: bool, fault: str | None) -> Handle: ...
-
-
-class _DockerHandle:
-    def __init__(self, cid: str, workdir: Path, term_file: Path) -> None:
-        self.cid, self.workdir, self.term_file = cid, workdir, term_file
-        self._exit: int | None = None
-
-    def wait(self, timeout: float) -> int | None:
-        try:
-            out = subprocess.run(
-                ["docker", "wait", self.cid], capture_output=True, text=True, timeout=max(0.1, timeout)
-            )
-        except subprocess.TimeoutExpired:
-            return None
-        self._exit = int(out.stdout.strip() or 137)
-        return self._exit
-
-    def kill(self) -> None:
-        subprocess.run(["docker", "kill", self.cid], capture_output=True, check=False)
-
-    def logs(self) -> str:
-        out = subprocess.run(
-            ["docker", "logs", self.cid], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False
-        )
-        return out.stdout.decode("utf-8", errors="replace")
-
-    def termination_message(self) -> str:
-        try:
-            return self.term_file.read_text(errors="replace")[:4096]
-        except OSError:
-            return ""
-
-    def oom_killed(self) -> bool:
-        out = subprocess.run(
-            ["docker", "inspect", "-f", "{{.State.OOMKilled}}", self.cid], capture_output=True, text=True
-        )
-        return out.stdout.strip() == "true"
-
-    def cleanup(self) -> None:
-        subprocess.run(["docker", "rm", "-f", "-v", self.cid], capture_output=True, check=False)
-        shutil.rmtree(self.workdir, ignore_errors=True)
-
-
-class DockerRunner:
-    """Runs a pod's single container on the local Docker engine, honouring its spec."""
-
-    def __init__(self, pids_limit: int = 64, label: str = "wpbench-sim") -> None:
-        self.pids_limit = pids_limit  # the kubelet's podPidsLimit (node configuration in a real cluster)
-        self.label = label
-
-    def has_image(self, image: str) -> bool:
-        return subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0
-
-    def docker_args(self, pod: Obj, mounts: Mounts, *, network_none: bool, fault: str | None) -> list[str]:
-        spec = pod["spec"]
-        c = spec["containers"][0]
-        psc, sc = spec.get("securityContext") or {}, c.get("securityContext") or {}
-        uid = sc.get("runAsUser", psc.get("runAsUser"))
-        gid = sc.get("runAsGroup", psc.get("runAsGroup"))
-        args = [
-            "run",
-            "-d",
-            "--label",
-            f"{self.label}=1",
-            "--label",
-            f"{self.label}.pod={pod['metadata']['namespace']}/{pod['metadata']['name']}",
-        ]
-        if uid is not None:
-            args += ["--user", f"{uid}:{gid if gid is not None else uid}"]
-        if psc.get("fsGroup") is not None:
-            args += ["--group-add", str(psc["fsGroup"])]
-        if (sc.get("runAsNonRoot") or psc.get("runAsNonRoot")) and not uid:
-            raise RuntimeError("container has runAsNonRoot and would run as root (CreateContainerConfigError)")
-        if sc.get("readOnlyRootFilesystem"):
-            args.append("--read-only")
-        caps = sc.get("capabilities") or {}
-        for cap in caps.get("drop") or []:
-            args += ["--cap-drop", cap]
-        for cap in caps.get("add") or []:
-            args += ["--cap-add", cap]
-        if sc.get("allowPrivilegeEscalation") is False:
-            args += ["--security-opt", "no-new-privileges"]
-        seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type", "Unconfined")
-        if seccomp == "Unconfined":
-            args += ["--security-opt", "seccomp=unconfined"]  # RuntimeDefault is Docker's default profile
-        if sc.get("privileged"):
-            args.append("--privileged")
-        limits = (c.get("resources") or {}).get("limits") or {}
-        if "cpu" in limits:
-            args += ["--cpus", f"{parse_quantity(limits['cpu']):g}"]
-        if "memory" in limits:
-            mem = int(parse_quantity(limits["memory"]))
-            args += ["--memory", str(mem), "--memory-swap", str(mem)]
-        args += ["--pids-limit", str(self.pids_limit)]
-        if network_none:
-            args += ["--network", "none"]
-        for path, opts in mounts.tmpfs.items():
-            args += ["--tmpfs", f"{path}:{opts}"]
-        for host, target, ro in mounts.binds:
-            args += ["-v", f"{host}:{target}{':ro' if ro else ''}"]
-        for env in c.get("env") or []:
-            if "value" in env:
-                args += ["-e", f"{env['name']}={env['value']}"]
-        command, cargs = c.get("command"), c.get("args") or []
-        if fault == "hang":  # a grader that never reports: a real container that just sleeps
-            command, cargs = ["sleep"], ["3600"]
-        if command:
-            args += ["--entrypoint", command[0], c["image"], *command[1:], *cargs]
-        else:
-            args += [c["image"], *cargs]
-        return args
-
-    def start(self, pod: Obj, mounts: Mounts, *, network_none: bool, fault: str | None) -> Handle:
-        workdir = Path(mounts.binds[0][0]).parent if mounts.binds else Path(tempfile.mkdtemp(prefix="wpbench-sim-"))
-        term = workdir / "termination-log"
-        term.write_text("")
-        term.chmod(0o666)
-        c = pod["spec"]["containers"][0]
-        mounts.binds.append((str(term), c.get("terminationMessagePath") or "/dev/termination-log", False))
-        args = self.docker_args(pod, mounts, network_none=network_none, fault=fault)
-        out = subprocess.run(["docker", *args], capture_output=True, text=True)
-        if out.returncode != 0:
-            shutil.rmtree(workdir, ignore_errors=True)
-            raise RuntimeError(f"docker run failed: {out.stderr.strip()[-400:]}")
-        return _DockerHandle(out.stdout.strip(), workdir, term)
 
 
 class _FakeHandle:
