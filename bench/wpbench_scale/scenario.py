@@ -214,19 +214,13 @@ def fetch_records(kubeconfig: Path, name: str, dest: Path) -> list[dict[str, Any
 
 
 def install_crd(api: Any) -> None:
-    """The chart's CRD, as the chart ships it."""
-    import yaml
+    """The chart's CRD, as the chart ships it (a template guarded by a lookup; the body is plain YAML)."""
+    from wpbench_k8s.kube.crd import crd_from_template
 
-    chart = Path(__file__).resolve().parents[2] / "charts" / "wpbench-k8s"
-    for path in sorted(chart.rglob("*.yaml")):
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except yaml.YAMLError:  # a Helm template, not plain YAML
-            continue
-        if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
-            break
-    else:
-        raise RuntimeError(f"no CustomResourceDefinition in {chart}")
+    template = Path(__file__).resolve().parents[2] / "charts" / "wpbench-k8s" / "templates" / "crd.yaml"
+    doc = crd_from_template(template.read_text())
+    if doc.get("kind") != "CustomResourceDefinition":
+        raise RuntimeError(f"no CustomResourceDefinition in {template}")
     extensions: Any = k8s.ApiextensionsV1Api(api)
     extensions.create_custom_resource_definition(doc)
     custom = k8s.CustomObjectsApi(api)
