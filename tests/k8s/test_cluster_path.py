@@ -15,22 +15,10 @@ from typing import Any
 import pytest
 import yaml
 from clusterkit import REPO, Space, records
+from modelkit import normalise
 from simkit import clone_suite
 
 pytestmark = pytest.mark.docker
-
-
-def normalise(rec: dict[str, Any]) -> dict[str, Any]:
-    """A record minus what differs between any two runs: run id, durations (also inside phase notes)."""
-    rec = json.loads(json.dumps(rec))
-    rec.pop("run_id")
-    rec["grader"]["duration_ms"] = 0
-    if rec["grader"].get("verdict"):
-        verdict = rec["grader"]["verdict"]
-        verdict["duration_ms"] = 0
-        verdict["phases"] = {k: re.sub(r" \(\d+ ms\)", "", v) for k, v in verdict["phases"].items()}
-    rec["usage"]["latency_ms"] = 0
-    return rec
 
 
 def _run_count(space: Space, name: str, key: str = "done") -> int:
