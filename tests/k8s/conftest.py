@@ -70,3 +70,12 @@ def space(kube: Cluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iter
         yield s
     finally:
         drop_space(s)
+
+
+@pytest.fixture
+def skill(tmp_path: Path) -> Path:
+    """A minimal skill folder for skills A/B runs."""
+    path = tmp_path / "wp-skill"
+    path.mkdir()
+    (path / "SKILL.md").write_text("---\nname: wp-skill\n---\nUse the WordPress APIs.\n")
+    return path

@@ -38,14 +38,6 @@ def provider(monkeypatch: pytest.MonkeyPatch, kube: Cluster) -> Iterator[FakePro
         yield server
 
 
-@pytest.fixture
-def skill(tmp_path: Path) -> Path:
-    path = tmp_path / "wp-skill"
-    path.mkdir()
-    (path / "SKILL.md").write_text("---\nname: wp-skill\n---\nUse the WordPress APIs.\n")
-    return path
-
-
 def test_two_model_skill_run_in_cluster_matches_the_local_run(
     space: Space, provider: FakeProvider, skill: Path, grader_image: str, tmp_path: Path
 ) -> None:

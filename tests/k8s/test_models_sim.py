@@ -33,14 +33,6 @@ def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeProvider]:
         yield server
 
 
-@pytest.fixture
-def skill(tmp_path: Path) -> Path:
-    path = tmp_path / "wp-skill"
-    path.mkdir()
-    (path / "SKILL.md").write_text("---\nname: wp-skill\n---\nUse the WordPress APIs.\n")
-    return path
-
-
 def test_missing_key_and_outage_in_the_controller_error_their_records_and_the_run_goes_on(
     sim: Sim, provider: FakeProvider, tmp_path: Path
 ) -> None:
