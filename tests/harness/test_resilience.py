@@ -8,6 +8,7 @@ on a private engine in test_daemon_restart.py.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import threading
@@ -213,3 +214,28 @@ def test_cache_hit_is_byte_for_byte_and_one_changed_byte_misses(grader_image, su
     records = final_records(third)
     assert [r["cached"] for r in records] == [True, True, False, True, True, True]
     assert records[2]["grader"]["status"] == "failed"
+
+
+def test_a_sigkill_the_engine_did_not_send_is_retried_then_scored(grader_image):
+    """PID 1 SIGKILLed with no kill from the engine (the kernel's OOM killer, or the host): the candidate may have
+    caused it, so it is retried and then scored, never excluded. Here the host kills the grader's PID 1."""
+    executor = DockerExecutor(GraderSpec(image=grader_image), "outside-host-kill")
+    executor.preflight()
+    api = docker.APIClient()
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(facts=executor.run_grader(SLOW_TASK)))
+    worker.start()
+    deadline = time.monotonic() + 60
+    running: list = []
+    while not running and time.monotonic() < deadline:
+        running = api.containers(filters={"label": f"{RUN_LABEL}={executor.run_id}", "status": "running"})
+        time.sleep(0.2)
+    assert running, "the grader never ran"
+    time.sleep(2)
+    host_pid = api.inspect_container(running[0]["Id"])["State"]["Pid"]
+    os.kill(host_pid, signal.SIGKILL)
+    worker.join(120)
+    executor.cleanup()
+    decision = decide_outcome(result["facts"])
+    assert isinstance(decision, Infra) and decision.fallback is not None, result["facts"]
+    assert decision.fallback.status == "error" and decision.fallback.scores.execution_pass is False

@@ -313,9 +313,10 @@ class DockerExecutor(Executor):
             if signals:
                 return facts(stopped_from_outside=True, detail=f"the engine sent signal {signals}", **seen)
             if code == 137:
-                # SIGKILL of PID 1 that is not the OOM killer: only the engine or the host can send it
-                # (the kernel shields a namespace's init from its own processes).
-                return facts(stopped_from_outside=True, detail="the container was killed from outside", **seen)
+                # SIGKILL of PID 1 with no kill from the engine: the kernel's OOM killer (which the
+                # candidate can provoke, even when the engine misses the OOM flag) or the host. Retried,
+                # then scored, so a candidate cannot leave the scored set through it.
+                return facts(oom_killed=True, detail="SIGKILL with no kill sent by the engine", **seen)
         return facts(**seen)
 
     def _engine_signals(self, container: str, since: float) -> str:
