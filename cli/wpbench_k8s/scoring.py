@@ -9,6 +9,7 @@ from typing import Any
 
 from wpbench_k8s.manifest import ManifestItem, RunManifest
 from wpbench_k8s.records import Record, RecordGrader, RecordOutput, RecordScores, Usage
+from wpbench_k8s.upstream_compat import upstream_answer
 from wpbench_runtime.contract import Verdict
 
 
@@ -114,11 +115,7 @@ def _error_type(error: str | None, status: str) -> str | None:
 
 def _stored_answer(raw: str, profile: str) -> str:
     """A knowledge record's `output.answer`: upstream strips one outer fence; ours keeps the reply."""
-    if profile == "upstream":
-        from wpbench_k8s.models.extract import strip_outer_fence
-
-        return strip_outer_fence(raw).strip()
-    return raw
+    return upstream_answer(raw) if profile == "upstream" else raw
 
 
 # PHP issue levels upstream's error handler turns into exceptions (with WP_DEBUG on, _doing_it_wrong()

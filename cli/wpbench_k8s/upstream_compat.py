@@ -16,6 +16,9 @@ reads a check differently, the upstream profile rewrites the check before it rea
   each becomes a custom assertion with upstream's semantics.
 - upstream's verifier runs inside WP-CLI, which loads wp-admin/includes/admin.php after WordPress
   boots, so upstream tests may call admin APIs (add_settings_section(), ...): the setup loads it.
+
+It also holds upstream's one text rule outside the grader, shared by code extraction and knowledge
+answers: `strip_outer_fence`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,23 @@ from typing import Any
 from wpbench_runtime.contract import Assertion, RuntimeChecks, StaticChecks, StaticPattern
 
 _UPSTREAM_DELIMITERS = "/#~@!"
+
+
+def strip_outer_fence(text: str) -> str:
+    """Upstream WP-Bench's extraction: trim, drop a first line that opens a ``` fence, drop a final
+    ``` (and what follows it on that line), trim again. Prose before or after the fence, or a second
+    block, stays in the code, where PHP reports a parse error."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[-1]
+    if stripped.endswith("```"):
+        stripped = stripped.rsplit("```", 1)[0]
+    return stripped.strip()
+
+
+def upstream_answer(raw: str) -> str:
+    """What upstream stores as a knowledge record's `output.answer`: one outer fence stripped."""
+    return strip_outer_fence(raw).strip()
 
 
 _FLAGS = re.compile(r"[imsxuADSUXJn]*")

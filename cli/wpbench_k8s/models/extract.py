@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wpbench_k8s.manifest import Candidate
+from wpbench_k8s.upstream_compat import strip_outer_fence
 
 PHP_LANGS = frozenset({"php", "php5", "php7", "php8", "phtml", "wordpress"})
 # Languages that are certainly not the PHP answer (a block tagged so is skipped unless it opens with <?php).
@@ -216,18 +217,6 @@ def extract_files(text: str) -> Extraction:
     if first_error:
         return Extraction(error=f"plugin files JSON is malformed: {first_error}")
     return Extraction(error='no JSON object with a "files" map in the completion')
-
-
-def strip_outer_fence(text: str) -> str:
-    """Upstream WP-Bench's extraction: trim, drop a first line that opens a ``` fence, drop a final
-    ``` (and what follows it on that line), trim again. Prose before or after the fence, or a second
-    block, stays in the code, where PHP reports a parse error."""
-    stripped = text.strip()
-    if stripped.startswith("```"):
-        stripped = stripped.split("\n", 1)[-1]
-    if stripped.endswith("```"):
-        stripped = stripped.rsplit("```", 1)[0]
-    return stripped.strip()
 
 
 _LEADING_OPEN_TAG = re.compile(r"^<\?php\s*", re.IGNORECASE)

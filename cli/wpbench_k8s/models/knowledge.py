@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from wpbench_k8s.dataset import KnowledgeTest
+from wpbench_k8s.upstream_compat import upstream_answer
 
 
 @dataclass(frozen=True)
@@ -242,13 +243,6 @@ _UPSTREAM_CHOICE = re.compile(
     r"^\s*(?:(?:the\s+)?(?:correct\s+)?(?:answer|option|choice)\s*(?:is|:)\s*)?[\(\[]?([A-Z])(?:[\)\].:\-,\s]|$)",
     re.IGNORECASE,
 )
-
-
-def upstream_answer(raw: str) -> str:
-    """What upstream stores as a knowledge record's `output.answer`: one outer fence stripped."""
-    from wpbench_k8s.models.extract import strip_outer_fence
-
-    return strip_outer_fence(raw).strip()
 
 
 def _upstream_normalise(text: str) -> str:
