@@ -137,6 +137,17 @@ def test_no_pod_at_all_reports_the_jobs_warning_event():
     assert isinstance(decision, Infra) and decision.fallback is None and "exceeded quota" in decision.reason
 
 
+def test_a_pod_deleted_after_an_early_scheduling_warning_was_stopped_from_outside():
+    # Seen on the loaded cluster (tests/k8s/test_failure_parity.py): the pod waited for CPU, ran, and was
+    # deleted; the Job counted it failed. Its FailedScheduling event outlives it and must not say "never ran".
+    events = [{"type": "Warning", "reason": "FailedScheduling", "message": "0/1 nodes are available: 1 Insufficient cpu.",
+               "lastTimestamp": "2026-01-01T00:00:01Z"}]  # fmt: skip
+    facts = attempt_facts(job(reason="BackoffLimitExceeded"), None, test_id="t-1", events=events)
+    assert facts.started and facts.stopped_from_outside, facts
+    decision = decide_outcome(facts)
+    assert isinstance(decision, Infra) and decision.fallback is None and "outside" in decision.reason
+
+
 def test_a_log_that_stays_unreadable_is_infra_without_fallback():
     facts = attempt_facts(job("Complete"), pod(0), test_id="t-1", log=None, log_error="404 NotFound")
     assert not facts.started and "unreadable" in facts.infra_reason

@@ -3,7 +3,8 @@
 What the facts mean is decided in `wpbench_k8s.outcome.decide_outcome`, for every backend alike.
 Here only the reading: which pod condition, container state or Job condition says what.
 
-- DisruptionTarget, eviction, a lost node, a pod gone, the Job's own deadline -> stopped from outside
+- DisruptionTarget, eviction, a lost node, a pod gone after the Job counted it failed, the Job's own
+  deadline after a late start                                                  -> stopped from outside
 - the grader container's reason OOMKilled                                      -> OOM-killed
 - the pod's activeDeadlineSeconds (status.reason DeadlineExceeded)            -> the outer deadline
 - no container ever ran (unschedulable, quota, image pull)                     -> never started
@@ -88,9 +89,12 @@ def status_facts(job: dict[str, Any], pod: dict[str, Any] | None, *, test_id: st
     name = job["metadata"]["name"]
     failed = condition(job, "Failed") or {}
     if pod is None:
-        why = events_reason(events or []) or failed.get("message") or "its pod is gone"
-        if failed and failed.get("reason") != "DeadlineExceeded" and not events:
+        if failed and failed.get("reason") != "DeadlineExceeded":
+            # The Job counted its pod as failed (backoffLimit 0), so a pod existed and was deleted or
+            # ended: stopped from outside. A FailedScheduling event from before it ran is no reason.
+            why = failed.get("reason") or "Failed"
             return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"job {name}: pod gone ({why})")
+        why = events_reason(events or []) or failed.get("message") or "its pod is gone"
         return GraderFacts(test_id=test_id, started=False, infra_reason=f"job {name}: no grader pod ran: {why}")
     pod_name = pod["metadata"]["name"]
     status = pod.get("status") or {}
