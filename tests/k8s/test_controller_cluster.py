@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wpbench_k8s.commands.cluster import Cluster, submit
+from wpbench_k8s.cluster import Cluster, submit
 from wpbench_k8s.config import load_config
 from wpbench_k8s.executor import get_executor
 from wpbench_k8s.kube.objects import RunSettings

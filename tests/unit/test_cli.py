@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from wpbench_k8s.cli import run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,3 +76,61 @@ def test_console_script_starts_without_model_libraries():
         check=True,
     )
     assert probe.stdout.strip() == "False"
+
+
+def test_every_commands_flags_struct_has_exactly_its_click_params():
+    # Each command builds one flags struct from click's params (commands.flags.flags_from); a flag added to
+    # one side only would be dropped silently.
+    import dataclasses
+    import typing
+
+    from wpbench_k8s.commands import cancel, logs, results, status, submit
+    from wpbench_k8s.commands import run as run_cmd
+
+    def names(cls):
+        hints = typing.get_type_hints(cls)
+        out = set()
+        for f in dataclasses.fields(cls):
+            out |= names(hints[f.name]) if dataclasses.is_dataclass(hints[f.name]) else {f.name}
+        return out
+
+    pairs = [(run_cmd.run_command, run_cmd.LocalRunFlags), (submit.submit_command, submit.SubmitFlags),
+             (status.status_command, status.StatusFlags), (results.results_command, results.ResultsFlags),
+             (logs.logs_command, logs.LogsFlags), (cancel.cancel_command, cancel.CancelFlags)]  # fmt: skip
+    for command, flags in pairs:
+        params = {p.name for p in command.params if p.name != "help"}
+        assert names(flags) == params, (command.name, names(flags) ^ params)
+
+
+def test_submit_dry_run_prints_the_objects_without_a_cluster(mini_suite, tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
+    code, out, err = cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite), "--test-id",
+                         "mini-hooks-001", "--dry-run", "--name", "dry", "-n", "elsewhere")  # fmt: skip
+    assert code == 0, err
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert [d["kind"] for d in docs] == ["WPBenchDryRun"]
+    assert out.startswith("# wpbench-k8s submit --dry-run: run dry, 1 items")
+    kinds = {o["kind"]: o["metadata"].get("namespace") for o in docs[0]["objects"]}
+    assert kinds["WPBenchRun"] == "elsewhere", kinds
+
+
+def test_a_bad_run_name_exits_2_naming_the_flag(mini_suite):
+    code, _, err = cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite), "--dry-run",
+                       "--name", "Not_A_Label")  # fmt: skip
+    assert code == 2 and "--name: 'Not_A_Label'" in err
+
+
+def test_cluster_commands_say_in_one_line_when_the_api_server_is_away(tmp_path):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": "https://127.0.0.1:9"}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u", "namespace": "ns"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }))  # fmt: skip
+    for args in (["status", "r"], ["cancel", "r"], ["logs", "r", "t"], ["results", "r", "-o", str(tmp_path / "o")]):
+        code, _, err = cli(*args, "--kubeconfig", str(kubeconfig))
+        assert code == 3, (args, err)
+        assert len(err.strip().splitlines()) <= 2 and "Traceback" not in err, (args, err)
+        assert "ns" in err or "reach" in err, (args, err)
+    assert not (tmp_path / "o").exists()

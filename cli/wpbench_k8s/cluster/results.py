@@ -1,0 +1,77 @@
+"""A run's records fetched from the cluster: the same JSONL and summary a local run writes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from wpbench_k8s.cluster.connection import Cluster, ClusterError, api_error
+from wpbench_k8s.manifest import RunManifest
+from wpbench_k8s.records import json_line
+
+
+def load_manifest(cluster: Cluster, run: dict[str, Any]) -> RunManifest:
+    """The run's manifest, reassembled from its payload ConfigMaps and checked against its digest.
+
+    Raises:
+        ClusterError: a ConfigMap is missing or the payload does not reassemble to the digest.
+    """
+    from wpbench_k8s.kube.client import CONFIG_MAPS, KubeError
+    from wpbench_k8s.kube.payload import PayloadError, join_manifest
+
+    chunks = []
+    for name in run["spec"]["payload"]["configMaps"]:
+        try:
+            cm = cluster.kube.get(CONFIG_MAPS, cluster.namespace, name)
+        except KubeError as exc:
+            raise api_error(exc, f"payload ConfigMap {name}") from exc
+        chunks.append(cm.get("data") or {})
+    try:
+        return join_manifest(chunks, run["spec"]["manifestDigest"]).manifest
+    except PayloadError as exc:
+        raise ClusterError(f"run {run['metadata']['name']}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Fetched:
+    phase: str
+    records: int
+    items: int
+    records_path: Path  # OUTPUT, or OUTPUT.partial for an unfinished run
+    summary_path: Path | None = None  # only for a finished run
+    report_path: Path | None = None  # only when asked for and the run finished
+
+
+def fetch_results(cluster: Cluster, name: str, output: Path, *, report: bool, console: Console) -> Fetched:
+    """Write a run's records to `output` (in manifest order) and, once it finished, the summary beside it
+    (same stem, .json), the model comparison tables on `console`, and with `report` the HTML report.
+    An unfinished run's records go to OUTPUT.partial, as a local run's do."""
+    from wpbench_k8s.kube.results import read_records
+    from wpbench_k8s.local_run import mode_sections, write_run_report
+    from wpbench_k8s.outputs import now_iso, summarize
+
+    run = cluster.run(name)
+    manifest = load_manifest(cluster, run)
+    rank = {item.item_id: i for i, item in enumerate(manifest.items)}
+    records = sorted(read_records(cluster.kube, cluster.namespace, name), key=lambda r: rank.get(r.item_id, len(rank)))
+    status = run.get("status") or {}
+    phase = status.get("phase", "Pending")
+    complete = phase == "Succeeded" and len(records) == len(manifest.items)
+    target = output if complete else output.with_name(output.name + ".partial")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(json_line(r) + "\n" for r in records), encoding="utf-8")
+    fetched = Fetched(phase, len(records), len(manifest.items), target)
+    if not complete:
+        return fetched
+    extra = mode_sections(manifest, records, console)
+    extra["cluster"] = {"namespace": cluster.namespace, "run": name, "infra_retries": status.get("infraRetries", 0)}
+    summary = summarize(manifest, records, executor="kubernetes", started_at=status.get("startTime") or now_iso(),
+                        finished_at=status.get("completionTime") or now_iso(), extra=extra)  # fmt: skip
+    summary_path = output.with_suffix(".json")
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    report_path = write_run_report(manifest, summary_path, target) if report else None
+    return Fetched(phase, len(records), len(manifest.items), target, summary_path, report_path)
