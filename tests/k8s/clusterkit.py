@@ -30,6 +30,7 @@ GATEWAY = "10.244.0.1"  # the pod bridge's gateway: the node, and the only host 
 TEST_LABEL = "wpbench-k8s.org/test"
 CONTROLLER_IMAGE = os.environ.get("WPBENCH_CONTROLLER_IMAGE", "wpbench-controller:dev")
 GRADER_IMAGE = os.environ.get("WPBENCH_IMAGE", "wpbench-grader:dev")
+K8S_SCHEMA_VERSION = "1.37.0"  # kubernetes-validate's schema of the cluster's Kubernetes
 PSA = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
 
 
@@ -92,6 +93,62 @@ class Cluster:
         if check:
             assert res.returncode == 0, f"helm {' '.join(args)}: {res.stderr[-2000:]}"
         return res
+
+
+class ObjectEvents:
+    """Every change the API server makes to the run objects of a namespace (WPBenchRuns, ConfigMaps but the
+    cluster's CA bundle, NetworkPolicies, Jobs) while the test runs, from watches started at a list's
+    resourceVersion: one event per successful write that changed something (the server sends none for a
+    write that changed nothing, nor for a refused one)."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.events: list[tuple[str, str, dict[str, Any]]] = []  # (resource, type, object) in arrival order
+        self.failure = ""
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._watches: list[watch.Watch] = []
+        networking = k8s.NetworkingV1Api(cluster.api)
+        lists: dict[str, Any] = {
+            "wpbenchruns": lambda **kw: cluster.custom.list_namespaced_custom_object(
+                "wpbench-k8s.org", "v1alpha1", namespace, "wpbenchruns", **kw
+            ),
+            "configmaps": lambda **kw: cluster.core.list_namespaced_config_map(namespace, **kw),
+            "networkpolicies": lambda **kw: networking.list_namespaced_network_policy(namespace, **kw),
+            "jobs": lambda **kw: cluster.batch.list_namespaced_job(namespace, **kw),
+        }
+        for resource, list_fn in lists.items():  # listed here, so every write after __init__ is seen
+            listed = list_fn(_preload_content=False)
+            version = json.loads(listed.data)["metadata"]["resourceVersion"]
+            threading.Thread(target=self._run, args=(resource, list_fn, version), daemon=True).start()
+
+    def _run(self, resource: str, list_fn: Any, version: str) -> None:
+        while not self._stop.is_set():
+            w = watch.Watch()
+            self._watches.append(w)
+            try:
+                for ev in w.stream(list_fn, resource_version=version, timeout_seconds=60):
+                    obj = ev["raw_object"]
+                    if ev["type"] not in ("ADDED", "MODIFIED", "DELETED"):
+                        raise RuntimeError(f"watch {resource}: {obj}")  # would lose events: the count fails
+                    version = obj["metadata"]["resourceVersion"]
+                    if resource == "configmaps" and obj["metadata"]["name"] == "kube-root-ca.crt":
+                        continue
+                    with self._lock:
+                        self.events.append((resource, ev["type"], obj))
+            except RuntimeError as exc:
+                self.failure = str(exc)
+                return
+            except Exception:  # a dropped connection resumes from the last version seen
+                time.sleep(0.5)
+
+    def of(self, resource: str, *types: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [obj for res, typ, obj in self.events if res == resource and (not types or typ in types)]
+
+    def stop(self) -> None:
+        self._stop.set()
+        for w in self._watches:
+            w.stop()
 
 
 class PodRecorder:
@@ -239,6 +296,37 @@ def drop_space(space: Space) -> None:
     if space.release:
         space.cluster.helm("uninstall", space.release, "--namespace", space.namespace, "--wait", check=False)
     space.cluster.kubectl("delete", "namespace", space.namespace, "--wait=false", check=False)
+
+
+def clone_suite(source: Path, dest: Path, count: int) -> Path:
+    """`count` execution tests cloned (new ids) from a suite folder's execution tests."""
+    tests: list[dict[str, Any]] = []
+    for path in sorted((source / "execution").glob("*.json")):
+        doc = json.loads(path.read_text())
+        tests.extend(doc if isinstance(doc, list) else doc["tests"])
+    clones = [{**tests[n % len(tests)], "id": f"bench-{n:05d}"} for n in range(count)]
+    (dest / "execution").mkdir(parents=True, exist_ok=True)
+    (dest / "execution" / "bench.json").write_text(json.dumps(clones))
+    return dest
+
+
+def validate_object(obj: dict[str, Any]) -> None:
+    """Strict Kubernetes 1.37 OpenAPI validation (unknown fields are errors); a WPBenchRun against its CRD.
+    What the server set (status, uid, managedFields, ...) is left out: the object as a client would send it."""
+    import copy
+
+    import jsonschema
+    import kubernetes_validate
+
+    from wpbench_k8s.kube.crd import crd
+
+    obj = {k: v for k, v in copy.deepcopy(obj).items() if k != "status"}
+    server_set = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields")
+    obj["metadata"] = {k: v for k, v in obj["metadata"].items() if k not in server_set}
+    if obj["kind"] == "WPBenchRun":
+        jsonschema.Draft7Validator(crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]).validate(obj)
+        return
+    kubernetes_validate.validate(obj, K8S_SCHEMA_VERSION, strict=True)
 
 
 def records(path: Path) -> list[dict[str, Any]]:

@@ -1,11 +1,10 @@
-"""Fixtures for the real local Kubernetes (`kube`, `space`) and the simulation (`sim`, instant pods)."""
+"""Fixtures for the real local Kubernetes (`kube`, `space`)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from clusterkit import (
@@ -19,27 +18,6 @@ from clusterkit import (
     ensure_node_image,
     new_space,
 )
-from simkit import NAMESPACE, Sim
-
-from wpbench_controller.sim import FakeRunner, SimCluster
-
-
-def _make_sim(tmp_path: Path, runner: Any) -> Iterator[Sim]:
-    cluster = SimCluster(runner=runner).start()
-    try:
-        cluster.namespace(NAMESPACE)
-        cluster.install_crd()
-        sim = Sim(cluster, cluster.kubeconfig(tmp_path / "kubeconfig", NAMESPACE), tmp_path)
-        yield sim
-        sim.stop_controllers()
-    finally:
-        cluster.stop()
-
-
-@pytest.fixture
-def sim(tmp_path: Path) -> Iterator[Sim]:
-    """A simulated cluster whose pods answer instantly with a passing verdict (control plane only)."""
-    yield from _make_sim(tmp_path, FakeRunner())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,4 +1,4 @@
-"""The fake provider's two models and the helpers the model-run tests share (simulation and real cluster)."""
+"""The fake provider's two models and the helpers the model-run tests share."""
 
 from __future__ import annotations
 

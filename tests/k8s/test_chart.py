@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
-from simkit import REPO
+from clusterkit import REPO
 
 from wpbench_k8s.kube.crd import crd, crd_from_template, crd_yaml
 

@@ -1,5 +1,4 @@
-"""The real local Kubernetes (`make cluster-up`): what it is, and what only a real cluster shows. The cluster
-path's end-to-end tests move here from the simulation as the controller's chart settles (see docs)."""
+"""The real local Kubernetes (`make cluster-up`): what it is, and what only a real cluster shows."""
 
 from __future__ import annotations
 

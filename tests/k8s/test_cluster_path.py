@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from clusterkit import REPO, Space, records
+from clusterkit import REPO, TEST_LABEL, Cluster, Space, clone_suite, records
+from kubernetes.client.exceptions import ApiException
 from modelkit import normalise
-from simkit import clone_suite
 
 pytestmark = pytest.mark.docker
 
@@ -216,28 +219,133 @@ def test_local_run_with_the_kubernetes_executor(
     space.wait_for(lambda: not space.objects("jobs") and not space.objects("configmaps"), 120, "its objects to go")
 
 
-def test_helm_upgrade_and_uninstall_keep_results_and_orphan_nothing(
-    space: Space, mini_suite: Path, tmp_path: Path
+CRD_NAME = "wpbenchruns.wpbench-k8s.org"
+MESSAGE_COLUMN = """    - name: Message
+      type: string
+      jsonPath: .status.message
+      priority: 1
+"""
+
+
+@pytest.fixture
+def shared_crd(kube: Cluster, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """The cluster's one WPBenchRun CRD (the cluster-up release owns it), put back as it was afterwards:
+    its spec, labels and annotations (so its release owns it again)."""
+    before = json.loads(kube.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
+    yield before
+    live = json.loads(kube.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
+    live["spec"] = before["spec"]
+    for key in ("labels", "annotations"):
+        live["metadata"][key] = before["metadata"].get(key, {})
+    (tmp_path / "crd-restore.json").write_text(json.dumps(live))
+    kube.kubectl("replace", "-f", str(tmp_path / "crd-restore.json"))
+
+
+def _columns(crd_doc: dict[str, Any]) -> list[str]:
+    return [c["name"] for c in crd_doc["spec"]["versions"][0]["additionalPrinterColumns"]]
+
+
+def test_helm_upgrade_with_a_crd_change_and_uninstall_keep_results_and_orphan_nothing(
+    space: Space, mini_suite: Path, tmp_path: Path, shared_crd: dict[str, Any]
 ) -> None:
     space.install_controller()
     name = space.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite),
                      "--test-id", "mini-hooks-001").stdout.strip()  # fmt: skip
     space.wait_phase(name, 600)
-    chart = str(REPO / "charts" / "wpbench-k8s")
-    space.cluster.helm("upgrade", space.release, chart, "--namespace", space.namespace, "--reuse-values",
+    chart = REPO / "charts" / "wpbench-k8s"
+    space.cluster.helm("upgrade", space.release, str(chart), "--namespace", space.namespace, "--reuse-values",
                        "--set", "controller.maxInFlight=3", "--wait", "--timeout", "5m")  # fmt: skip
     deployment = space.cluster.kubectl("get", "deployment", "-n", space.namespace, "-o", "json").stdout
     assert "--max-in-flight=3" in deployment
     space.cli("results", name, "-o", str(tmp_path / "after-upgrade.jsonl"))
     assert [r["grader"]["status"] for r in records(tmp_path / "after-upgrade.jsonl")] == ["passed"]
 
+    # A run elsewhere that no controller touches, last written before the CRD changes.
+    waiting = f"{space.namespace}-w"
+    space.cluster.core.create_namespace({"metadata": {"name": waiting, "labels": {TEST_LABEL: "true"}}})
+    try:
+        late = space.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite),
+                         "--test-id", "mini-hooks-001", "-n", waiting).stdout.strip()  # fmt: skip
+        controller = [p.metadata.name for p in space.controller_pods()]
+
+        # The CRD changes through helm upgrade: this release adopts the cluster's CRD (as docs/kubernetes.md
+        # says for 0.1.x) and upgrades to a chart whose CRD has one more printer column.
+        space.cluster.kubectl("annotate", "crd", CRD_NAME, "--overwrite", f"meta.helm.sh/release-name={space.release}",
+                              f"meta.helm.sh/release-namespace={space.namespace}")  # fmt: skip
+        space.cluster.kubectl("label", "crd", CRD_NAME, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+        changed = tmp_path / "chart"
+        shutil.copytree(chart, changed)
+        crd_file = changed / "templates" / "crd.yaml"
+        crd_file.write_text(crd_file.read_text().replace("    - name: Age\n", MESSAGE_COLUMN + "    - name: Age\n"))
+        space.cluster.helm("upgrade", space.release, str(changed), "--namespace", space.namespace, "--reuse-values",
+                           "--wait", "--timeout", "5m")  # fmt: skip
+        served = json.loads(space.cluster.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
+        assert _columns(served) == [*_columns(shared_crd)[:-1], "Message", "Age"], _columns(served)
+        wide = space.cluster.kubectl("get", "wpbenchruns", "-n", space.namespace, "-o", "wide").stdout
+        assert wide.splitlines()[0].split()[-2:] == ["MESSAGE", "AGE"], wide
+        space.cli("results", name, "-o", str(tmp_path / "after-crd-change.jsonl"))  # no stored result lost
+        assert [r["grader"]["status"] for r in records(tmp_path / "after-crd-change.jsonl")] == ["passed"]
+
+        _status_watch_survives_expiry(space, waiting, late)
+        # The in-cluster controller's watches were cut when the API server replaced the CRD's storage; the
+        # same pod (the upgrade changed no value) relisted and goes on.
+        assert [p.metadata.name for p in space.controller_pods()] == controller
+
+        def relisted() -> list[str]:
+            log = space.cluster.kubectl("logs", "-n", space.namespace, f"pod/{controller[0]}", check=False).stdout
+            return [line for line in log.splitlines() if "watch wpbenchruns" in line and "relisting" in line]
+
+        print("controller:", *space.wait_for(relisted, 120, "the controller's run watch to relist"), sep="\n  ")
+    finally:
+        space.cluster.kubectl("delete", "namespace", waiting, "--wait=false", check=False)
+
     space.cluster.helm("uninstall", space.release, "--namespace", space.namespace, "--wait")
     space.release = ""
     left = space.cluster.kubectl("get", "deployments,serviceaccounts,roles,rolebindings,pods", "-n", space.namespace,
                                  "-l", "app.kubernetes.io/managed-by=Helm", "-o", "name").stdout  # fmt: skip
     assert left.strip() == "", left
+    kept = json.loads(space.cluster.kubectl("get", "crd", CRD_NAME, "-o", "json").stdout)
+    assert "Message" in _columns(kept)  # helm.sh/resource-policy: keep
     space.cli("results", name, "-o", str(tmp_path / "after-uninstall.jsonl"))  # the stored result outlives the release
     assert [r["grader"]["status"] for r in records(tmp_path / "after-uninstall.jsonl")] == ["passed"]
+
+
+def _status_watch_survives_expiry(space: Space, namespace: str, run: str) -> None:
+    """`status --watch` on a run last written before the CRD change: the API server's new watch cache for
+    WPBenchRuns starts after that resourceVersion, so the watch gets 410 (an ERROR event), the one Watcher
+    relists, and a later write still ends the command. Its INFO log is switched on from outside."""
+    custom = space.cluster.custom
+
+    def new_cache_serves() -> bool:  # 429 while the new watch cache initialises; then 200 + ERROR 410
+        try:
+            resp = custom.list_namespaced_custom_object("wpbench-k8s.org", "v1alpha1", namespace, "wpbenchruns",
+                                                        watch=True, resource_version="1", timeout_seconds=1,
+                                                        _preload_content=False)  # fmt: skip
+        except ApiException:
+            return False
+        try:
+            return '"code":410' in resp.data.decode()
+        finally:
+            resp.release_conn()
+
+    space.wait_for(new_cache_serves, 60, "the new watch cache of WPBenchRuns")
+    code = "import logging, sys; logging.basicConfig(level=logging.INFO); from wpbench_k8s.cli import main; main()"
+    proc = subprocess.Popen([sys.executable, "-c", code, "status", run, "--watch", "-n", namespace], env=space.env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True)
+    reader.start()
+    try:
+        space.wait_for(lambda: any("expired; relisting" in line for line in lines), 120, "status --watch to relist")
+        custom.patch_namespaced_custom_object_status("wpbench-k8s.org", "v1alpha1", namespace, "wpbenchruns", run,
+                                                     {"status": {"phase": "Succeeded", "done": 1, "total": 1,
+                                                                 "passed": 1}})  # fmt: skip
+        out = proc.communicate(timeout=120)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "Succeeded" in out, (out, "".join(lines)[-2000:])
+    assert sum("expired; relisting" in line for line in lines) == 1, lines
 
 
 PROBE = r"""

@@ -71,10 +71,82 @@ def test_a_pod_that_cannot_be_scheduled_says_why_and_ends_as_infra_error(
     assert record["grader"]["status"] == "infra_error" and "Insufficient cpu" in record["error"], record["error"]
 
 
+def test_in_flight_bound_and_api_writes_per_item_as_the_api_server_saw_them(
+    space: Space, mini_suite: Path, tmp_path: Path
+) -> None:
+    """Writes counted from the API server's side: its watch events on the run's objects, one per write that
+    changed something (Job status changes are the Job controller's, not counted). The run's Jobs never
+    exceed its in-flight bound, and every object stored validates strictly against Kubernetes 1.37."""
+    items = 3
+    suite = clusterkit.clone_suite(mini_suite, tmp_path / "suite", items)
+    space.install_controller()
+    seen = clusterkit.ObjectEvents(space.cluster, space.namespace)
+    try:
+        name = space.cli("submit", "--check-reference-solution", "--dataset-path", str(suite), "--max-in-flight", "2"
+                         ).stdout.strip()  # fmt: skip
+        run = space.wait_phase(name, 900)
+        space.wait_for(lambda: len(seen.of("jobs", "DELETED")) == items, 300, "the collected Jobs to be deleted")
+    finally:
+        seen.stop()
+    assert not seen.failure, seen.failure
+    assert (run["status"]["phase"], run["status"]["passed"]) == ("Succeeded", items), run["status"]
+    live: set[str] = set()
+    peak = 0
+    for resource, kind, obj in list(seen.events):
+        if resource == "jobs" and kind in ("ADDED", "DELETED"):
+            (live.add if kind == "ADDED" else live.discard)(obj["metadata"]["name"])
+            peak = max(peak, len(live))
+    assert 1 <= peak <= 2, peak
+    writes = {
+        "run: create + status patches": len(seen.of("wpbenchruns")),
+        "configmaps: payload + results": len(seen.of("configmaps")),
+        "networkpolicy": len(seen.of("networkpolicies")),
+        "job creates": len(seen.of("jobs", "ADDED")),
+        "job deletes": len(seen.of("jobs", "DELETED")),
+    }
+    total = sum(writes.values())
+    once = sum(len(seen.of(r, "ADDED")) for r in ("wpbenchruns", "configmaps", "networkpolicies"))
+    print(
+        f"API writes: {total} for {items} items ({total / items:.2f} per item; {once} objects once per run, "
+        f"then {(total - once) / items:.2f} per item): {writes}; peak Jobs in flight {peak}"
+    )
+    assert writes["job creates"] == writes["job deletes"] == items  # one Job per item: nothing graded twice
+    assert writes["networkpolicy"] == 1
+    results = [o for o in seen.of("configmaps") if "-results-" in o["metadata"]["name"]]
+    assert len(results) <= items + 1, len(results)  # one shard, created once, then one patch per batch at most
+    # Status changes only: per item its counters, and a "not running yet" message set and cleared while its
+    # pod waits (load-dependent); per run Pending, Running and the end. (The <= 6 writes per test budget
+    # is for large runs, where the per-run objects vanish: make bench-k8s, docs/scale.md.)
+    assert len(seen.of("wpbenchruns", "MODIFIED")) <= 3 * items + 3, writes
+    assert space.pods is not None and set(space.pods.per_item().values()) == {1}
+    created = [o for r in ("wpbenchruns", "configmaps", "networkpolicies", "jobs") for o in seen.of(r, "ADDED")]
+    assert {o["kind"] for o in created} == {"WPBenchRun", "ConfigMap", "NetworkPolicy", "Job"}
+    for obj in created:  # as submit and the controller made them (the server's additions are known fields too)
+        clusterkit.validate_object(obj)
+
+
+def test_a_broken_task_ends_as_harness_error_without_a_retry(space: Space, mini_suite: Path, tmp_path: Path) -> None:
+    """A dataset test whose own setup throws: the real grader exits 2 before the candidate runs; that is
+    the task's fault (excluded, not retried), never the candidate's."""
+    (test,) = json.loads((mini_suite / "execution" / "hooks.json").read_text())
+    broken = {**test, "id": "broken-setup-001"}
+    broken["runtime_checks"] = {**test["runtime_checks"], "setup": "throw new LogicException( 'fixture broke' );"}
+    (tmp_path / "suite" / "execution").mkdir(parents=True)
+    (tmp_path / "suite" / "execution" / "broken.json").write_text(json.dumps([broken]))
+    space.install_controller()
+    name = space.cli("submit", "--check-reference-solution", "--dataset-path", str(tmp_path / "suite")).stdout.strip()
+    run = space.wait_phase(name, 600)
+    assert (run["status"]["errors"], run["status"]["infraRetries"], run["status"]["passed"]) == (1, 0, 0), run["status"]
+    space.cli("results", name, "-o", str(tmp_path / "r.jsonl"))
+    (rec,) = records(tmp_path / "r.jsonl")
+    assert rec["grader"]["status"] == "harness_error" and rec["error"].startswith("harness_error"), rec
+    assert "fixture broke" in json.dumps(rec["grader"]), rec["grader"]
+    assert space.pods is not None and space.pods.per_item() == {"broken-setup-001": 1}
+
+
 def test_status_watch_follows_a_run_to_its_end(space: Space, mini_suite: Path) -> None:
-    # Through the one watch loop (kube.client.Watcher); its ERROR/410 handling is tested on the wire
-    # format in tests/unit/test_kube_client.py: a 1.37 API server serves a watch from an old
-    # resourceVersion from its cache until it has evicted events, so no test here can force a 410 cheaply.
+    # Through the one watch loop (kube.client.Watcher); its relist after a real 410 is tested in
+    # test_api_cluster.py, and through `status --watch` in test_cluster_path.py's helm upgrade test.
     space.install_controller()
     name = space.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite),
                      "--test-id", "mini-hooks-001").stdout.strip()  # fmt: skip

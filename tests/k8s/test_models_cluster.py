@@ -4,27 +4,34 @@ bridge's gateway (an address of this machine the controller pod can route to), a
 
 from __future__ import annotations
 
+import glob
 import json
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clusterkit import GATEWAY, REPO, Cluster, Space, records
 from modelkit import (
+    BY_PROMPT,
     EXPECTED_TESTS,
+    MINI,
     PROVIDER_VARS,
     RATE_LIMITED,
     SELECTION,
     Models,
     comparable,
+    good_answer,
     model_env,
     summary_sections,
 )
 
 sys.path.insert(0, str(REPO / "tests" / "models"))
-from fake_provider import FakeProvider
+from fake_provider import FakeProvider, Reply, server_error, user_text
 
 pytestmark = pytest.mark.docker
 
@@ -82,4 +89,104 @@ def test_two_model_skill_run_in_cluster_matches_the_local_run(
     assert "Skill Impact" in res.stdout
     # The controller ran the whole model run inside the chart's limits: never restarted, never OOM-killed.
     (pod,) = space.controller_pods()
-    assert pod.status.container_statuses[0].restart_count == 0
+    (container,) = pod.status.container_statuses
+    assert container.restart_count == 0 and container.last_state.terminated is None
+    limit = pod.spec.containers[0].resources.limits["memory"]
+    peak = controller_memory_peak(pod.metadata.uid, container.container_id)
+    print(f"controller pod, two-model skill run: cgroup memory peak {peak >> 20} MiB (limit {limit})")
+
+
+def controller_memory_peak(pod_uid: str, container_id: str) -> int:
+    """The container's memory high-water mark, read from the node's cgroup (v1, cgroupfs driver; v2 fallback)."""
+    cid = container_id.split("://")[-1]
+    for pattern in (f"/sys/fs/cgroup/memory/kubepods*/**/pod{pod_uid}/{cid}/memory.max_usage_in_bytes",
+                    f"/sys/fs/cgroup/kubepods*/**/pod{pod_uid}/{cid}/memory.peak"):  # fmt: skip
+        for path in glob.glob(pattern, recursive=True):
+            return int(Path(path).read_text())
+    raise AssertionError(f"no cgroup found for container {cid} of pod {pod_uid}")
+
+
+def test_an_outage_and_a_missing_key_error_only_their_models_records_and_the_run_goes_on(
+    space: Space, provider: FakeProvider, tmp_path: Path
+) -> None:
+    """Through the in-cluster controller: openai/down answers 503 to every call; anthropic has no key in
+    the controller's Secret; openai/flaky answers 503 twice for the knowledge test, then recovers."""
+    flaky_left = {"n": 2}
+    lock = threading.Lock()
+
+    def flaky(body: dict[str, Any]) -> Reply:
+        test = BY_PROMPT[user_text(body)]
+        with lock:
+            if test.id == "mini-k-002" and flaky_left["n"] > 0:
+                flaky_left["n"] -= 1
+                return server_error(503)
+        return Reply(content=good_answer(test))
+
+    provider.script("down", server_error(503))
+    provider.respond("flaky", flaky)
+    name = space.cli(
+        "submit", "--model-name", "openai/down", "--model-name", "anthropic/claude-sonnet-4-20250514",
+        "--model-name", "openai/flaky", "--continue-on-error", "--test-id", "mini-hooks-001", "--test-id", "mini-k-002",
+        "--dataset-path", str(MINI),
+    ).stdout.strip()  # fmt: skip
+    space.install_controller(secret_env=model_env(provider))
+    run = space.wait_phase(name, 900)
+    st = run["status"]
+    assert (st["phase"], st["done"], st["errors"], st["passed"], st["infraErrors"]) == ("Succeeded", 6, 4, 2, 0), st
+    assert "errors 4" in space.cli("status", name).stdout
+    res = space.cli("results", name, "-o", str(tmp_path / "r.jsonl"))
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for r in records(tmp_path / "r.jsonl"):
+        by_model.setdefault(r["model"], []).append(r)
+    down = by_model["openai/down"]
+    assert all((r["error"] or "").startswith("openai/down: provider unavailable") for r in down), down
+    assert all(r["usage"]["calls"] == 6 and r["grader"]["status"] == "not_graded" for r in down)
+    claude = by_model["anthropic/claude-sonnet-4-20250514"]
+    assert all("missing API key: set ANTHROPIC_API_KEY" in (r["error"] or "") for r in claude)
+    assert all(r["usage"]["calls"] == 0 for r in claude)  # checked before any request
+    flaky_records = {r["test_id"]: r for r in by_model["openai/flaky"]}
+    assert all(r["error"] is None and r["scores"]["execution_pass"] for r in flaky_records.values())
+    assert flaky_records["mini-k-002"]["usage"]["retries"] == 2  # the 503s cost retries, not the record
+    assert flaky_records["mini-hooks-001"]["grader"]["verdict"] is not None  # graded in a real grader pod
+    summary = json.loads((tmp_path / "r.json").read_text())
+    rows = {row["model"]: row for row in summary["comparison"]["rows"]}
+    assert (rows["openai/down"]["excluded"], rows["openai/down"]["score"]) == (2, None)
+    assert (rows["openai/flaky"]["excluded"], rows["openai/flaky"]["score"]) == (0, 1.0)
+    assert summary["overall"]["excluded"] == 4 and "skill_impact" not in summary
+    assert "2 excluded record(s): openai/down: provider unavailable" in res.stdout
+    assert "missing API key" in res.stdout
+    assert provider.calls("down") == 12  # 6 attempts for each of its two items, each made once
+    assert space.pods is not None and space.pods.per_item() == {flaky_records["mini-hooks-001"]["item_id"]: 1}
+    space.wait_for(lambda: not space.objects("pods"), 120, "the grader pod to go")
+
+
+def test_status_advances_and_cancel_is_seen_while_the_controller_calls_models(
+    space: Space, provider: FakeProvider
+) -> None:
+    """Knowledge answers need no pod, so no in-flight slot bounds their model calls: the in-cluster
+    controller still stores records, writes status and sees a cancel while calls are running."""
+
+    def slow(body: dict[str, Any]) -> Reply:
+        return Reply(content=good_answer(BY_PROMPT[user_text(body)]), delay=3)
+
+    provider.respond("slow", slow)
+    name = space.cli("submit", "--model-name", "openai/slow", "--test-type", "knowledge", "--runs", "20",
+                     "--dataset-path", str(MINI)).stdout.strip()  # fmt: skip
+    total = 40  # 2 knowledge tests x 20 runs, 3 s of model call each, 4 model workers: ~30 s
+    space.install_controller(secret_env=model_env(provider))
+
+    def first_answers() -> dict[str, Any] | None:
+        status = space.run_object(name).get("status") or {}
+        return status if status.get("done", 0) > 0 else None
+
+    status = space.wait_for(first_answers, 300, "the first stored answers")
+    assert status["phase"] == "Running" and status["done"] < total and status["passed"] == status["done"]
+    line = space.cli("status", name).stdout
+    assert "Running" in line and f"/{total} done" in line
+    space.cli("cancel", name)
+    run = space.wait_phase(name, 120)
+    assert run["status"]["phase"] == "Cancelled"
+    calls = provider.calls("slow")
+    assert calls < total and run["status"]["done"] == calls  # every answer paid for was stored, once
+    time.sleep(5)
+    assert provider.calls("slow") == calls  # and no call after the cancel

@@ -1,34 +1,38 @@
-"""Every object `submit --dry-run` prints and the controller creates validates against the Kubernetes
-OpenAPI schema (kubernetes-validate, strict: no unknown fields); the WPBenchRun against its CRD."""
+"""Every object `submit --dry-run` prints validates against the Kubernetes OpenAPI schema
+(kubernetes-validate, strict: no unknown fields); the WPBenchRun against its CRD. No cluster is needed. What
+the controller creates on the real cluster is validated so in test_controller_cluster.py, and every
+submitted object round-trips the real API server in test_cluster_path.py."""
 
 from __future__ import annotations
 
-import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-import jsonschema
-import kubernetes_validate
 import pytest
 import yaml
-from simkit import NAMESPACE, Sim
+from clusterkit import REPO
+from clusterkit import validate_object as validate
 
 from wpbench_k8s.kube.crd import crd
 from wpbench_k8s.kube.objects import GRADER_UID
 
-K8S_VERSION = "1.37.0"
+
+def cli(tmp_path: Path, *args: str) -> str:
+    """The real `wpbench-k8s`, with a kubeconfig path that does not exist: nothing can reach a cluster."""
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    env["KUBECONFIG"] = str(tmp_path / "absent-kubeconfig")
+    res = subprocess.run([sys.executable, "-m", "wpbench_k8s", *args], capture_output=True, text=True, cwd=REPO,
+                         env=env, timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stderr[-3000:]
+    return res.stdout
 
 
-def validate(obj: dict) -> None:
-    if obj["kind"] == "WPBenchRun":
-        schema = copy.deepcopy(crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
-        jsonschema.Draft7Validator(schema).validate(obj)
-        return
-    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
-
-
-def dry_run(sim: Sim, *args: str, flag: str = "--check-reference-solution") -> list[dict]:
+def dry_run(tmp_path: Path, *args: str, flag: str = "--check-reference-solution") -> list[dict]:
     """The objects inside the one read-only document `submit --dry-run` prints."""
-    res = sim.cli("submit", flag, "--dry-run", *args)
-    (document,) = [doc for doc in yaml.safe_load_all(res.stdout) if doc]
+    out = cli(tmp_path, "submit", flag, "--dry-run", *args)
+    (document,) = [doc for doc in yaml.safe_load_all(out) if doc]
     assert document["kind"] == "WPBenchDryRun"  # no cluster serves it: `kubectl apply` refuses the file
     return document["objects"]
 
@@ -37,8 +41,8 @@ def test_crd_validates():
     validate(crd())
 
 
-def test_dry_run_objects_validate_and_cover_the_run(sim, mini_suite):
-    docs = dry_run(sim, "--dataset-path", str(mini_suite), "--name", "dry", "--max-in-flight", "3")
+def test_dry_run_objects_validate_and_cover_the_run(tmp_path, mini_suite):
+    docs = dry_run(tmp_path, "--dataset-path", str(mini_suite), "--name", "dry", "--max-in-flight", "3")
     kinds = [d["kind"] for d in docs]
     assert kinds[:2] == ["Namespace", "WPBenchRun"]
     assert kinds.count("Job") == 2  # one per reference candidate
@@ -54,16 +58,14 @@ def test_dry_run_objects_validate_and_cover_the_run(sim, mini_suite):
     assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"] and "ingress" not in policy["spec"]
 
 
-def test_dry_run_needs_no_cluster(sim, mini_suite, tmp_path):
-    env_missing = tmp_path / "absent-kubeconfig"
-    res = sim.cli("submit", "--check-reference-solution", "--dry-run", "--dataset-path", str(mini_suite),
-                  "--kubeconfig", str(env_missing))  # fmt: skip
-    assert "kind: WPBenchRun" in res.stdout
-    assert sim.cluster.server.writes_by("wpbench-k8s") == 0
+def test_dry_run_needs_no_cluster(mini_suite, tmp_path):
+    out = cli(tmp_path, "submit", "--check-reference-solution", "--dry-run", "--dataset-path", str(mini_suite),
+              "--kubeconfig", str(tmp_path / "also-absent"))  # fmt: skip
+    assert "kind: WPBenchRun" in out
 
 
-def test_grader_job_is_locked_down(sim, mini_suite):
-    docs = dry_run(sim, "--dataset-path", str(mini_suite), "--name", "dry")
+def test_grader_job_is_locked_down(tmp_path, mini_suite):
+    docs = dry_run(tmp_path, "--dataset-path", str(mini_suite), "--name", "dry")
     job = next(d for d in docs if d["kind"] == "Job")
     spec = job["spec"]
     pod = spec["template"]["spec"]
@@ -99,23 +101,9 @@ def test_grader_job_is_locked_down(sim, mini_suite):
     assert labels["wpbench-k8s.org/model"] == "reference-solution"
 
 
-def test_objects_the_controller_creates_validate(sim, mini_suite):
-    sim.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite), "--name", "val")
-    sim.start_controller()
-    sim.wait_phase("val")
-    created = [ev.obj for ev in sim.cluster.store.events if ev.type == "ADDED"]
-    by_kind: dict[str, int] = {}
-    for obj in created:
-        if obj["kind"] in ("Job", "NetworkPolicy", "ConfigMap", "WPBenchRun"):
-            clean = {k: v for k, v in copy.deepcopy(obj).items() if k != "status"}
-            validate(clean)
-            by_kind[obj["kind"]] = by_kind.get(obj["kind"], 0) + 1
-    assert by_kind["Job"] == 2 and by_kind["NetworkPolicy"] == 1 and by_kind["ConfigMap"] >= 3  # payload x2 + results
-
-
 @pytest.mark.parametrize("flag", ["--check-exploits"])
-def test_other_modes_dry_run_validate(sim, mini_suite, flag):
-    docs = dry_run(sim, "--dataset-path", str(mini_suite), "--name", "modes", "-n", NAMESPACE, flag=flag)
+def test_other_modes_dry_run_validate(tmp_path, mini_suite, flag):
+    docs = dry_run(tmp_path, "--dataset-path", str(mini_suite), "--name", "modes", "-n", "wpbench", flag=flag)
     assert sum(d["kind"] == "Job" for d in docs) > 2
     for doc in docs:
         validate(doc)
