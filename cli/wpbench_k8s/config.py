@@ -23,6 +23,16 @@ DEFAULT_SUITE = "wpk-core-v1"
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read_upstream_keys(cls, data: Any) -> Any:
+        """Before validation, a section's upstream spellings become ours (or are refused with the reason)."""
+        return cls._upstream_keys(dict(data)) if isinstance(data, dict) else data
+
+    @classmethod
+    def _upstream_keys(cls, data: dict[str, Any]) -> dict[str, Any]:
+        return data
+
 
 class DatasetConfig(_Section):
     source: Literal["local", "huggingface", "jsonl"] = "local"
@@ -48,12 +58,8 @@ class ModelConfig(_Section):
     max_retries: int | None = Field(default=None, ge=0)  # upstream key: attempts = max_retries + 1
     retry: dict[str, float] = Field(default_factory=dict)  # upstream retry_* keys, recorded
 
-    @model_validator(mode="before")
     @classmethod
-    def _upstream_keys(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
+    def _upstream_keys(cls, data: dict[str, Any]) -> dict[str, Any]:
         if "request_timeout" in data:
             if data.get("timeout_seconds") is not None:
                 raise ValueError("give request_timeout (upstream) or timeout_seconds, not both")
@@ -83,13 +89,9 @@ class GraderConfig(_Section):
     container_name: str | None = None
     concurrency: int | None = Field(default=None, ge=1)
 
-    @model_validator(mode="before")
     @classmethod
-    def _upstream_keys(cls, data: Any) -> Any:
+    def _upstream_keys(cls, data: dict[str, Any]) -> dict[str, Any]:
         """Upstream's flat limit keys map onto `limits`; its diagnostic modes are refused with the reason."""
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
         if data.get("kind") in ("cli", "http"):
             raise ValueError(
                 f"grader.kind {data['kind']!r} is one of upstream's diagnostic graders with shared state; this "
@@ -131,12 +133,8 @@ class RunConfig(_Section):
     # short_answer.txt); see docs/profiles.md. None: our own wording.
     prompt_templates: str | None = None
 
-    @model_validator(mode="before")
     @classmethod
-    def _upstream_keys(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        data = dict(data)
+    def _upstream_keys(cls, data: dict[str, Any]) -> dict[str, Any]:
         if data.get("test_type") is None and "test_type" in data:
             data["test_type"] = "all"  # upstream's null: both types
         if data.get("execution_isolation") == "none":

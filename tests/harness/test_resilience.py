@@ -13,6 +13,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import docker
@@ -28,7 +29,7 @@ from wpbench_k8s.executor.docker import (
     read_attach_stream,
 )
 from wpbench_k8s.manifest import GraderSpec
-from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, Infra, decide_outcome
+from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts, Infra, decide_outcome
 from wpbench_runtime.contract import Assertion, GradeTask, RuntimeChecks
 
 pytestmark = pytest.mark.docker
@@ -102,9 +103,9 @@ SLOW_TASK = GradeTask(
 )
 
 
-@pytest.mark.parametrize("how", [["stop", "-t", "1"], ["kill"]])
-def test_a_grader_stopped_from_outside_is_infrastructure(grader_image, how):
-    executor = DockerExecutor(GraderSpec(image=grader_image), f"outside-{how[0]}")
+def _stopped_while_grading(image: str, run_id: str, stop: Callable[[docker.APIClient, str], None]) -> GraderFacts:
+    """Grade SLOW_TASK and call `stop(api, container)` once WordPress has booted and the candidate sleeps."""
+    executor = DockerExecutor(GraderSpec(image=image), run_id)
     executor.preflight()
     api = docker.APIClient()
     result: dict = {}
@@ -116,11 +117,19 @@ def test_a_grader_stopped_from_outside_is_infrastructure(grader_image, how):
         running = api.containers(filters={"label": f"{RUN_LABEL}={executor.run_id}", "status": "running"})
         time.sleep(0.2)
     assert running, "the grader never ran"
-    time.sleep(2)  # WordPress has booted; the candidate sleeps
-    subprocess.run(["docker", *how, running[0]["Id"]], check=True, capture_output=True)
+    time.sleep(2)
+    stop(api, running[0]["Id"])
     worker.join(120)
     executor.cleanup()
-    facts = result["facts"]
+    return result["facts"]
+
+
+@pytest.mark.parametrize("how", [["stop", "-t", "1"], ["kill"]])
+def test_a_grader_stopped_from_outside_is_infrastructure(grader_image, how):
+    def engine_stop(api: docker.APIClient, container: str) -> None:
+        subprocess.run(["docker", *how, container], check=True, capture_output=True)
+
+    facts = _stopped_while_grading(grader_image, f"outside-{how[0]}", engine_stop)
     decision = decide_outcome(facts)
     assert isinstance(decision, Infra) and decision.fallback is None, facts
     assert "stopped from outside" in decision.reason
@@ -219,23 +228,11 @@ def test_cache_hit_is_byte_for_byte_and_one_changed_byte_misses(grader_image, su
 def test_a_sigkill_the_engine_did_not_send_is_retried_then_scored(grader_image):
     """PID 1 SIGKILLed with no kill from the engine (the kernel's OOM killer, or the host): the candidate may have
     caused it, so it is retried and then scored, never excluded. Here the host kills the grader's PID 1."""
-    executor = DockerExecutor(GraderSpec(image=grader_image), "outside-host-kill")
-    executor.preflight()
-    api = docker.APIClient()
-    result: dict = {}
-    worker = threading.Thread(target=lambda: result.update(facts=executor.run_grader(SLOW_TASK)))
-    worker.start()
-    deadline = time.monotonic() + 60
-    running: list = []
-    while not running and time.monotonic() < deadline:
-        running = api.containers(filters={"label": f"{RUN_LABEL}={executor.run_id}", "status": "running"})
-        time.sleep(0.2)
-    assert running, "the grader never ran"
-    time.sleep(2)
-    host_pid = api.inspect_container(running[0]["Id"])["State"]["Pid"]
-    os.kill(host_pid, signal.SIGKILL)
-    worker.join(120)
-    executor.cleanup()
-    decision = decide_outcome(result["facts"])
-    assert isinstance(decision, Infra) and decision.fallback is not None, result["facts"]
+
+    def host_kill(api: docker.APIClient, container: str) -> None:
+        os.kill(api.inspect_container(container)["State"]["Pid"], signal.SIGKILL)
+
+    facts = _stopped_while_grading(grader_image, "outside-host-kill", host_kill)
+    decision = decide_outcome(facts)
+    assert isinstance(decision, Infra) and decision.fallback is not None, facts
     assert decision.fallback.status == "error" and decision.fallback.scores.execution_pass is False

@@ -17,7 +17,6 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,20 +60,10 @@ PATHS = {
 }
 
 
-def _until(found: Callable[[], Any], timeout: float, what: str) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = found()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _docker_kill(executor: Executor, space: Space, after: float) -> None:
     api = docker.APIClient()
     label = f"{RUN_LABEL}={executor.run_id}"
-    running = _until(lambda: api.containers(filters={"label": label, "status": "running"}), 120, "a running grader")
+    running = space.wait_for(lambda: api.containers(filters={"label": label, "status": "running"}), 120, "a grader")
     time.sleep(after)  # WordPress has booted; the candidate sleeps
     subprocess.run(["docker", "kill", running[0]["Id"]], check=True, capture_output=True)
 
@@ -87,7 +76,7 @@ def _pod_delete(executor: Executor, space: Space, after: float) -> None:
         pods = space.cluster.core.list_namespaced_pod(space.namespace, label_selector=selector).items
         return [p for p in pods if p.status.phase == "Running"]
 
-    pod = _until(running, 600, "a running grader pod")[0]
+    pod = space.wait_for(running, 600, "a running grader pod")[0]
     time.sleep(after)
     space.cluster.core.delete_namespaced_pod(pod.metadata.name, space.namespace)
 

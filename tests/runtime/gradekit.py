@@ -150,3 +150,17 @@ def leftovers() -> list[str]:
         ["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}"], capture_output=True, text=True, check=False
     )
     return out.stdout.split()
+
+
+PHP_DIR = Path(__file__).resolve().parents[2] / "runtime" / "php"
+
+
+def php_cases(image: str, cases: Path, *php_flags: str) -> dict[str, Any]:
+    """Run a PHP cases file (tests/runtime/php/*.php, which requires verifier parts from /src) with the
+    grader image's PHP, no ini, no network; its one JSON line of outcomes."""
+    argv = ["docker", "run", "--rm", "--network", "none", "-v", f"{PHP_DIR}:/src:ro", "-v", f"{cases}:/cases.php:ro"]
+    argv += ["--entrypoint", "php", image, "-n", *php_flags, "/cases.php"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result

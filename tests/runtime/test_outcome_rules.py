@@ -5,27 +5,20 @@ the verdict with a note."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gradekit import php_cases
 
 pytestmark = pytest.mark.docker
 
-PHP_DIR = Path(__file__).resolve().parents[2] / "runtime" / "php"
 CASES = Path(__file__).resolve().parent / "php" / "outcome_cases.php"
 
 
 @pytest.fixture(scope="module")
 def cases(grader_image: str) -> dict[str, Any]:
-    argv = ["docker", "run", "--rm", "--network", "none", "-v", f"{PHP_DIR}:/src:ro", "-v", f"{CASES}:/cases.php:ro"]
-    argv += ["--entrypoint", "php", grader_image, "-n", "/cases.php"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result: dict[str, Any] = json.loads(proc.stdout)
-    return result
+    return php_cases(grader_image, CASES)
 
 
 @pytest.mark.parametrize(
