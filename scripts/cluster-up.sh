@@ -274,7 +274,25 @@ merge_kubeconfig() {
   KUBECONFIG=$target kubectl config use-context "$CONTEXT" >/dev/null
 }
 
+# The chart renders the CRD only for the release that owns it (releases share a cluster). A CRD left with no
+# live owner (its release uninstalled: the CRD is kept; or created outside Helm) would never be upgraded
+# again, so this release adopts it the way Helm adopts an existing object: its ownership annotations and label.
+adopt_crd() {
+  local k=(kubectl --kubeconfig "$PKI/admin.kubeconfig") crd=wpbenchruns.wpbench-k8s.org owner owner_ns
+  "${k[@]}" get crd "$crd" >/dev/null 2>&1 || return 0
+  owner=$("${k[@]}" get crd "$crd" -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}')
+  owner_ns=$("${k[@]}" get crd "$crd" -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-namespace}')
+  if [[ -n $owner ]] && helm status "$owner" -n "$owner_ns" --kubeconfig "$PKI/admin.kubeconfig" >/dev/null 2>&1; then
+    return 0
+  fi
+  log "the CRD has no live Helm owner (${owner:-none}): release $RELEASE adopts it"
+  "${k[@]}" annotate crd "$crd" --overwrite "meta.helm.sh/release-name=$RELEASE" \
+    "meta.helm.sh/release-namespace=$RELEASE_NS" >/dev/null
+  "${k[@]}" label crd "$crd" --overwrite app.kubernetes.io/managed-by=Helm >/dev/null
+}
+
 install_chart() {
+  adopt_crd
   import_image "$GRADER_IMAGE" || true
   local repo_part=${CONTROLLER_IMAGE%:*} tag=${CONTROLLER_IMAGE##*:} restart=false
   import_image "$CONTROLLER_IMAGE" && restart=true
