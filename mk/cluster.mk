@@ -1,5 +1,5 @@
 # The local Kubernetes (included from the Makefile); needs root, Docker, Go >= 1.26, gcc, openssl.
-#   make k8s-binaries   build/fetch Kubernetes v1.37.2, helm, etcd, containerd, CNI (cached by version)
+#   make k8s-binaries   build/fetch Kubernetes v1.37.2, helm, kube-router, etcd, containerd, CNI (cached by version)
 #   make cluster-up     start (or reuse) the single-node cluster, context wpbench-local, chart installed
 #   make cluster-down   stop it (state kept for a fast restart; PURGE=1 removes it)
 .PHONY: k8s-binaries cluster-up cluster-down
@@ -7,6 +7,7 @@
 k8s-binaries:
 	hack/k8s/build.sh
 	hack/k8s/build-helm.sh
+	hack/kube-router/build.sh
 	hack/k8s/fetch-debs.sh
 	hack/k8s/write-paths.sh
 

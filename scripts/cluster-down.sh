@@ -8,16 +8,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/cluster-env.sh"
 [[ $EUID -eq 0 ]] || die "needs root"
 
-stop() {
-  local pid
-  pid=$(pid_of "$1") || { rm -f "$RUN/$1.pid"; return 0; }
-  log "stopping $1"
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-  kill -9 "$pid" 2>/dev/null || true
-  rm -f "$RUN/$1.pid"
-}
-
 stop kube-router
 stop kubelet
 stop_pods
@@ -27,6 +17,20 @@ stop kube-scheduler
 stop kube-controller-manager
 stop kube-apiserver
 stop etcd
+
+drop_kube_router_rules() { # kube-router leaves its chains and ipsets behind when stopped (filter table only)
+  local chain n chains
+  for chain in INPUT FORWARD OUTPUT; do
+    for n in $(iptables -L "$chain" -n --line-numbers | awk -v c="KUBE-ROUTER-$chain" '$2 == c {print $1}' | sort -rn); do
+      iptables -D "$chain" "$n"
+    done
+  done
+  chains=$(iptables -S | awk '$1 == "-N" && $2 ~ /^KUBE-(ROUTER|NWPLCY|POD-FW)-/ {print $2}')
+  for chain in $chains; do iptables -F "$chain"; done
+  for chain in $chains; do iptables -X "$chain"; done
+  for n in $(ipset list -n 2>/dev/null | grep -E '^KUBE-(SRC|DST)-'); do ipset destroy "$n"; done
+}
+drop_kube_router_rules
 
 del_rule() { local table=$1 chain=$2; shift 2; while iptables -t "$table" -D "$chain" "$@" 2>/dev/null; do :; done; }
 del_rule filter FORWARD -i "$BRIDGE" -o "$BRIDGE" -j ACCEPT

@@ -4,6 +4,10 @@ K8S_VERSION=v1.37.2
 CACHE=${WPBENCH_CACHE:-/var/cache/wpbench}
 BIN=$CACHE/k8s/$K8S_VERSION/bin
 DEBS=$CACHE/k8s/debs/root
+KUBE_ROUTER_VERSION=$(awk '$1 == "require" && $2 == "github.com/cloudnativelabs/kube-router/v2" {print $3}' \
+  "$(dirname "${BASH_SOURCE[0]}")/../hack/kube-router/go.mod")
+KUBE_ROUTER=$CACHE/kube-router/$KUBE_ROUTER_VERSION/bin/kube-router
+KUBE_ROUTER_HEALTH_PORT=20244
 STATE=${WPBENCH_CLUSTER_STATE:-/var/lib/wpbench-k8s}
 RUN=${WPBENCH_CLUSTER_RUN:-/run/wpbench-k8s}
 LOGS=$STATE/logs
@@ -23,6 +27,7 @@ PAUSE_IMAGE=wpbench.local/pause:3.10.2
 RELEASE=wpbench
 RELEASE_NS=wpbench-system
 RUN_NS=${RUN_NS:-wpbench}
+POD_PIDS_LIMIT=256  # the kubelet's bound on the processes of one pod, as scripts/kind-config.yaml sets it
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet kube-router)
 export PATH="$DEBS/usr/bin:$BIN:$PATH"
 
@@ -35,6 +40,16 @@ pid_of() { # prints the pid of a component started by cluster-up if it is alive
   pid=$(<"$f")
   # a pid left from before a restart may belong to another program now
   tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$1" && echo "$pid"
+}
+
+stop() { # name : stop a component started by cluster-up (TERM, then KILL after 10 s)
+  local pid
+  pid=$(pid_of "$1") || { rm -f "$RUN/$1.pid"; return 0; }
+  log "stopping $1"
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$RUN/$1.pid"
 }
 
 stop_pods() { # kill every pod process and shim of our containerd; unmount what they left

@@ -2,7 +2,7 @@
 # Starts (or reuses) a single-node Kubernetes v1.37.2 on this machine: etcd, kube-apiserver (RBAC, Node
 # authorizer, default admission plugins incl. PodSecurity), kube-controller-manager, kube-scheduler,
 # containerd (own root, state and socket, beside Docker's), a real kubelet, a bridge CNI without
-# masquerade. Merges context wpbench-local into the default kubeconfig, imports the grader and
+# masquerade, kube-router as the NetworkPolicy enforcer (policy only: no routing, no service proxy). Merges context wpbench-local into the default kubeconfig, imports the grader and
 # controller images into the node, installs charts/wpbench-k8s with helm. Idempotent: what runs is kept,
 # what is missing is built (cached by version) or started. Needs root, Docker, Go, gcc, openssl.
 set -euo pipefail
@@ -21,7 +21,13 @@ install_binaries() {
   "$repo/hack/k8s/build-helm.sh" >&2
   "$repo/hack/k8s/fetch-debs.sh" >/dev/null
   "$repo/hack/k8s/write-paths.sh"
-  command -v runc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runc >/dev/null; }
+  "$repo/hack/kube-router/build.sh" >&2
+  local pkgs=()
+  command -v runc >/dev/null || pkgs+=(runc)
+  command -v ipset >/dev/null || pkgs+=(ipset)  # kube-router keeps each policy's pod sets in ipsets
+  if ((${#pkgs[@]})); then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null
+  fi
   command -v openssl >/dev/null || die "openssl not found"
 }
 
@@ -31,7 +37,8 @@ host_setup() {
   if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
     ip link add "$BRIDGE" type bridge
   fi
-  ip addr show dev "$BRIDGE" | grep -q "inet $GATEWAY/" || ip addr add "$GATEWAY/${POD_CIDR#*/}" dev "$BRIDGE"
+  # no `| grep -q` under pipefail: grep's early exit can fail the pipeline (SIGPIPE) although the address is there
+  [[ $(ip -4 addr show dev "$BRIDGE") == *"inet $GATEWAY/"* ]] || ip addr add "$GATEWAY/${POD_CIDR#*/}" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   # Pods talk to each other and to this host only: nothing from the pod bridge is forwarded elsewhere,
   # nothing is masqueraded. The kubernetes Service address is answered by the API server on the gateway.
@@ -211,7 +218,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 EOF
   # cgroup v1 without systemd here: cgroupfs, and failCgroupV1 off (kubelet >= 1.35 refuses v1 otherwise).
   # Images cannot be pulled back (no registry), so image GC never runs; no DNS server (pods resolve nothing).
-  cat >"$STATE/kubelet.yaml" <<EOF
+  cat >"$STATE/kubelet.yaml.new" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 address: $GATEWAY
@@ -231,19 +238,26 @@ containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 resolvConf: ""
 clusterDomain: cluster.local
 podCIDR: $POD_CIDR
-podPidsLimit: 4096
+podPidsLimit: $POD_PIDS_LIMIT
 serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
 EOF
+  # A changed kubelet configuration takes effect by a kubelet restart (its pods keep running in containerd).
+  if cmp -s "$STATE/kubelet.yaml.new" "$STATE/kubelet.yaml"; then
+    rm -f "$STATE/kubelet.yaml.new"
+  else
+    mv "$STATE/kubelet.yaml.new" "$STATE/kubelet.yaml"
+    stop kubelet
+  fi
 }
 
 import_image() { # docker image : into the node's containerd (k8s.io namespace), unless already that id
   local image=$1 id stamp
   id=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null) || die "image $image missing in Docker"
   stamp="$STATE/images/${image//[\/:]/_}"
-  [[ -f $stamp && $(<"$stamp") == "$id" ]] && ctr -a "$CONTAINERD_SOCK" -n k8s.io images ls -q | grep -q "$image" && return 1
+  [[ -f $stamp && $(<"$stamp") == "$id" ]] && [[ $(ctr -a "$CONTAINERD_SOCK" -n k8s.io images ls -q) == *"$image"* ]] && return 1
   log "importing $image into the node"
   mkdir -p "$STATE/images"
   docker save "$image" | ctr -a "$CONTAINERD_SOCK" -n k8s.io images import - >/dev/null
@@ -260,6 +274,17 @@ start_node() {
     --hostname-override "$NODE_NAME" --node-ip "$GATEWAY" --root-dir "$STATE/kubelet" --cert-dir "$PKI/kubelet"
   wait_for "node $NODE_NAME" 180 kubectl --kubeconfig "$PKI/admin.kubeconfig" wait --for=condition=Ready \
     "node/$NODE_NAME" --timeout=5s
+}
+
+start_network_policy() {
+  # kube-router enforces NetworkPolicy with iptables and ipsets (this kernel has no nft queue, which
+  # kube-network-policies needs). Policy only: the bridge CNI gives pods their addresses, and there is no
+  # kube-proxy.
+  kubectl --kubeconfig "$PKI/admin.kubeconfig" apply -f "$here/kube-router-rbac.yaml" >/dev/null
+  start kube-router "$KUBE_ROUTER" --kubeconfig "$PKI/kube-router.kubeconfig" --hostname-override "$NODE_NAME" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+    --service-cluster-ip-range "$SERVICE_CIDR" --health-addr 127.0.0.1 --health-port "$KUBE_ROUTER_HEALTH_PORT"
+  wait_for kube-router 120 curl -fsS "http://127.0.0.1:$KUBE_ROUTER_HEALTH_PORT/healthz"
 }
 
 merge_kubeconfig() {
@@ -316,6 +341,7 @@ pki
 clean_stale_node
 start_control_plane
 start_node
+start_network_policy
 merge_kubeconfig
 install_chart
 log "ready in $((SECONDS - started)) s: context $CONTEXT (node $NODE_NAME, API https://$GATEWAY:$API_PORT); runs go to namespace $RUN_NS"

@@ -331,3 +331,69 @@ def validate_object(obj: dict[str, Any]) -> None:
 
 def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def start_probe_job(
+    space: Space,
+    suite: Path,
+    grader_image: str,
+    run: str,
+    script: str,
+    *,
+    policy: bool = True,
+    deadline: int = 0,
+    cpu: str = "",
+) -> str:
+    """A grader Job of run `run` as the controller builds it, with the run's deny-all NetworkPolicy beside it
+    unless `policy` is false, its command replaced by the shell `script`; if given, its pod's deadline
+    `deadline` seconds and its CPU `cpu` (so probes fit beside other tests' graders). Returns the Job's name."""
+    from wpbench_k8s.config import load_config
+    from wpbench_k8s.kube.client import to_dict
+    from wpbench_k8s.kube.objects import RunSettings, TaskSource, item_job, network_policy
+    from wpbench_k8s.pipeline import plan_run
+
+    manifest = plan_run(load_config(None, {"dataset.path": str(suite), "grader.image": grader_image}), "reference")
+    settings = RunSettings(name=run, namespace=space.namespace)
+    job = to_dict(item_job(manifest, manifest.items[0], settings, TaskSource(f"{run}-payload", "task.json"), None))
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    container["command"], container["args"] = ["sh", "-c", script], []
+    if cpu:
+        container["resources"]["requests"]["cpu"] = container["resources"]["limits"]["cpu"] = cpu
+    if deadline:
+        job["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
+        job["spec"]["activeDeadlineSeconds"] = deadline + 600
+    space.cluster.core.create_namespaced_config_map(space.namespace, {"metadata": {"name": f"{run}-payload"},
+                                                                      "data": {"task.json": "{}"}})  # fmt: skip
+    if policy:
+        k8s.NetworkingV1Api(space.cluster.api).create_namespaced_network_policy(
+            space.namespace, to_dict(network_policy(settings, None))
+        )
+    space.cluster.batch.create_namespaced_job(space.namespace, job)
+    return str(job["metadata"]["name"])
+
+
+def job_pod(space: Space, job: str, *, finished: bool = True, timeout: float = 300) -> k8s.V1Pod:
+    """The pod of Job `job`: once the Job is complete or failed, or (finished=False) once it runs."""
+
+    def ready() -> k8s.V1Pod | None:
+        if finished:
+            conditions = space.cluster.batch.read_namespaced_job(job, space.namespace).status.conditions or []
+            if not any(c.type in ("Complete", "Failed") and c.status == "True" for c in conditions):
+                return None
+        pods = space.cluster.core.list_namespaced_pod(space.namespace, label_selector=f"job-name={job}").items
+        return pods[0] if pods and (finished or pods[0].status.phase == "Running") else None
+
+    return space.wait_for(ready, timeout, f"job {job}")
+
+
+def probe_job(
+    space: Space, suite: Path, grader_image: str, run: str, script: str, *, policy: bool = True, cpu: str = ""
+) -> k8s.V1Pod:
+    """`start_probe_job`, then its pod once the Job has finished."""
+    return job_pod(space, start_probe_job(space, suite, grader_image, run, script, policy=policy, cpu=cpu))
+
+
+def pod_facts(space: Space, pod: k8s.V1Pod) -> dict[str, str]:
+    """The `key=value` lines of a pod's log (read through the kubelet)."""
+    log = str(space.cluster.core.read_namespaced_pod_log(pod.metadata.name, space.namespace))
+    return dict(line.split("=", 1) for line in log.splitlines() if "=" in line)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from clusterkit import REPO, TEST_LABEL, Cluster, Space, clone_suite, records
+from clusterkit import REPO, TEST_LABEL, Cluster, Space, clone_suite, probe_job, records
 from kubernetes.client.exceptions import ApiException
 from modelkit import normalise
 
@@ -365,40 +365,8 @@ echo '{"probe": "done"}' > /dev/termination-log
 """
 
 
-def _probe_job(space: Space, mini_suite: Path, grader_image: str, run: str, script: str) -> Any:
-    """A grader Job of run `run` as the controller builds it (deny-all policy beside it), its command replaced
-    by `script`; its pod once the Job is complete."""
-    from kubernetes import client as k8s
-
-    from wpbench_k8s.config import load_config
-    from wpbench_k8s.kube.client import to_dict
-    from wpbench_k8s.kube.objects import RunSettings, TaskSource, item_job, network_policy
-    from wpbench_k8s.pipeline import plan_run
-
-    manifest = plan_run(load_config(None, {"dataset.path": str(mini_suite), "grader.image": grader_image}), "reference")
-    settings = RunSettings(name=run, namespace=space.namespace)
-    job = to_dict(item_job(manifest, manifest.items[0], settings, TaskSource(f"{run}-payload", "task.json"), None))
-    container = job["spec"]["template"]["spec"]["containers"][0]
-    container["command"], container["args"] = ["sh", "-c", script], []
-    space.cluster.core.create_namespaced_config_map(space.namespace, {"metadata": {"name": f"{run}-payload"},
-                                                                      "data": {"task.json": "{}"}})  # fmt: skip
-    k8s.NetworkingV1Api(space.cluster.api).create_namespaced_network_policy(
-        space.namespace, to_dict(network_policy(settings, None))
-    )
-    space.cluster.batch.create_namespaced_job(space.namespace, job)
-    name = job["metadata"]["name"]
-
-    def finished() -> bool:
-        conditions = space.cluster.batch.read_namespaced_job(name, space.namespace).status.conditions or []
-        return any(c.type in ("Complete", "Failed") and c.status == "True" for c in conditions)
-
-    space.wait_for(finished, 300, f"job {name}")
-    (pod,) = space.cluster.core.list_namespaced_pod(space.namespace, label_selector=f"job-name={name}").items
-    return pod
-
-
 def test_grader_pod_spec_is_honoured_by_the_real_kubelet(space: Space, mini_suite: Path, grader_image: str) -> None:
-    pod = _probe_job(space, mini_suite, grader_image, "probe", PROBE)
+    pod = probe_job(space, mini_suite, grader_image, "probe", PROBE)
     log = str(space.cluster.core.read_namespaced_pod_log(pod.metadata.name, space.namespace))  # through the kubelet
     facts = dict(line.split("=", 1) for line in log.splitlines() if "=" in line)
     assert facts["uid"] == "65532 gid=65532", log
@@ -415,23 +383,3 @@ def test_grader_pod_spec_is_honoured_by_the_real_kubelet(space: Space, mini_suit
     assert "00000000" not in facts["routes"].split(","), facts["routes"]
     term = pod.status.container_statuses[0].state.terminated
     assert term.exit_code == 0 and json.loads(term.message) == {"probe": "done"}
-
-
-CONNECT = r"""
-probe() { if timeout 5 php -r '$s = @fsockopen($argv[1], (int) $argv[2], $e, $m, 3); exit($s ? 0 : 1);' "$1" "$2"; then echo "$3=open"; else echo "$3=closed"; fi; }
-probe 10.244.0.1 16443 apiserver
-probe 10.96.0.1 443 service
-"""
-
-
-@pytest.mark.skip(reason="not enforced on this machine's cluster: no NetworkPolicy enforcer can run here "
-                  "(kube-network-policies needs CONFIG_NFT_QUEUE, which this kernel lacks; kube-router is served "
-                  "only at v2.1.0, with reported security flaws; docs/kubernetes.md), so a grader pod reaches the "
-                  "API server's port despite its run's deny-all policy")  # fmt: skip
-def test_deny_all_policy_keeps_a_grader_pod_from_the_api_server(
-    space: Space, mini_suite: Path, grader_image: str
-) -> None:
-    pod = _probe_job(space, mini_suite, grader_image, "net-in", CONNECT)
-    log = str(space.cluster.core.read_namespaced_pod_log(pod.metadata.name, space.namespace))
-    facts = dict(line.split("=", 1) for line in log.splitlines() if "=" in line)
-    assert (facts["apiserver"], facts["service"]) == ("closed", "closed"), log
