@@ -52,6 +52,7 @@ $table_prefix            = 'wp_';
 $GLOBALS['table_prefix'] = $table_prefix; // WordPress may be booted from a function scope.
 
 require_once '/opt/wpbench/wp/offline.php';
+require_once '/opt/wpbench/wp/hashing.php';
 
 if ( ! defined( 'ABSPATH' ) ) {
 	define( 'ABSPATH', __DIR__ . '/' );
