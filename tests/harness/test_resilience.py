@@ -103,6 +103,22 @@ SLOW_TASK = GradeTask(
 )
 
 
+def grading_container(api: docker.APIClient, run_id: str) -> str:
+    """The run's container that is grading: its supervisor has started the runner. (The executor keeps
+    spares started ahead of need; their supervisor waits alone for a task.)"""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for entry in api.containers(filters={"label": f"{RUN_LABEL}={run_id}", "status": "running"}):
+            try:
+                processes = api.top(entry["Id"])["Processes"] or []
+            except docker.errors.APIError:
+                continue  # it ended meanwhile
+            if len(processes) > 1:
+                return str(entry["Id"])
+        time.sleep(0.2)
+    raise AssertionError("the grader never ran")
+
+
 def _stopped_while_grading(image: str, run_id: str, stop: Callable[[docker.APIClient, str], None]) -> GraderFacts:
     """Grade SLOW_TASK and call `stop(api, container)` once WordPress has booted and the candidate sleeps."""
     executor = DockerExecutor(GraderSpec(image=image), run_id)
@@ -111,14 +127,9 @@ def _stopped_while_grading(image: str, run_id: str, stop: Callable[[docker.APICl
     result: dict = {}
     worker = threading.Thread(target=lambda: result.update(facts=executor.run_grader(SLOW_TASK)))
     worker.start()
-    deadline = time.monotonic() + 60
-    running: list = []
-    while not running and time.monotonic() < deadline:
-        running = api.containers(filters={"label": f"{RUN_LABEL}={executor.run_id}", "status": "running"})
-        time.sleep(0.2)
-    assert running, "the grader never ran"
+    grading = grading_container(api, executor.run_id)
     time.sleep(2)
-    stop(api, running[0]["Id"])
+    stop(api, grading)
     worker.join(120)
     executor.cleanup()
     return result["facts"]

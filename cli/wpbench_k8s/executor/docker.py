@@ -1,9 +1,11 @@
 """Local Docker backend: one fresh, locked-down grader container per task.
 
-It speaks the Engine API through the `docker` library (no CLI process per test): a container is
-created ahead of need while the previous one grades (the task arrives on stdin, so a created
-container is not tied to a task), attached, started, fed, read with a bound, and removed on a
-background thread, off the critical path. `DOCKER_HOST` chooses the engine, as for the CLI.
+It speaks the Engine API through the `docker` library (no CLI process per test). Containers are
+prepared ahead of need while others grade: created, attached and started, so the supervisor is
+already up and waiting for its task on stdin (the task arrives there, so a started container is not
+tied to a task; each still grades exactly one). A grading then only sends the task and reads the
+verdict with a bound; the container is removed on a background thread, off the critical path.
+`DOCKER_HOST` chooses the engine, as for the CLI.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import docker
@@ -159,6 +162,19 @@ def read_attach_stream(sock: socket.socket, deadline: float) -> _Output:
             size -= len(part)
 
 
+@dataclass
+class _Spare:
+    """A container created, attached and started ahead of need: its supervisor waits for a task on stdin."""
+
+    container: str
+    sock: socket.socket
+    started_at: float  # time.time() just before the start, for the engine's kill events
+
+
+class PrepareError(Exception):
+    """A container could not be created, attached or started (the message says which)."""
+
+
 @register_executor("docker")
 class DockerExecutor(Executor):
     def __init__(self, spec: GraderSpec, run_id: str) -> None:
@@ -168,9 +184,10 @@ class DockerExecutor(Executor):
         self._prefix = f"wpbench-{run_id[:16]}-{secrets.token_hex(3)}"
         self._api: docker.APIClient | None = None
         self._lock = threading.Lock()
-        self._spares: deque[Future[str]] = deque()
-        # One thread creates the next container while graders run; one removes finished ones.
-        self._creator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-create")
+        self._spares: deque[Future[_Spare]] = deque()
+        self._grading = 0  # run_grader calls under way: as many spares are kept ready
+        # Two threads prepare the next containers while graders run; one removes finished ones.
+        self._creator = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grader-create")
         self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-remove")
 
     @property
@@ -208,39 +225,77 @@ class DockerExecutor(Executor):
             return bool(probe.ping())
         except ENGINE_ERRORS:
             # A restarted engine leaves the pool's kept-alive connections dead: start a new client.
+            # The spares went with the old engine: prepare new ones.
             self._api = None
+            self._discard_spares()
             return False
         finally:
             if probe is not None:
                 probe.close()
 
     # ---- containers ---------------------------------------------------------------------------
-    def _create(self) -> str:
+    def _prepare(self) -> _Spare:
+        """Create, attach and start a container; its supervisor then waits for the task on stdin."""
         name = f"{self._prefix}-{next(self._counter)}"
-        created = self.api.create_container(
-            self.spec.image_id or self.spec.image,
-            name=name,
-            user=GRADER_USER,
-            stdin_open=True,
-            labels={RUN_LABEL: self.run_id},
-            host_config=lockdown_host_config(self.api, self.spec),
-        )
+        try:
+            container = str(
+                self.api.create_container(
+                    self.spec.image_id or self.spec.image,
+                    name=name,
+                    user=GRADER_USER,
+                    stdin_open=True,
+                    labels={RUN_LABEL: self.run_id},
+                    host_config=lockdown_host_config(self.api, self.spec),
+                )["Id"]
+            )
+        except ENGINE_ERRORS as exc:
+            raise PrepareError(f"cannot create the grader container: {_short(exc)}") from exc
         # stdin_open without detach also sets StdinOnce (as `docker run -i`): the container's stdin
-        # closes when the executor closes its side of the attach stream.
-        return str(created["Id"])
+        # closes when the executor closes its side of the attach stream. Attached before the start,
+        # so no output is missed.
+        try:
+            sock: socket.socket = self.api.attach_socket(
+                container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )._sock
+        except ENGINE_ERRORS as exc:
+            self._remove_later(container)
+            raise PrepareError(f"cannot attach to the grader container: {_short(exc)}") from exc
+        try:
+            started_at = time.time()
+            self.api.start(container)
+        except ENGINE_ERRORS as exc:
+            sock.close()
+            self._remove_later(container)
+            raise PrepareError(f"cannot start the grader container: {_short(exc)}") from exc
+        return _Spare(container, sock, started_at)
 
-    def _take_container(self) -> str:
-        """A created container: the one prepared in the background if it is ready, else a new one;
-        either way the next one starts being prepared now."""
+    def _take_spare(self) -> _Spare:
+        """A started container: one prepared in the background if it is ready, else a new one; either
+        way as many are being prepared as graders are running, one for each to take next."""
         with self._lock:
             ready = self._spares.popleft() if self._spares else None
-            self._spares.append(self._creator.submit(self._create))
+            while len(self._spares) < self._grading:
+                self._spares.append(self._creator.submit(self._prepare))
         if ready is not None:
             try:
                 return ready.result()
-            except ENGINE_ERRORS:
-                pass
-        return self._create()
+            except PrepareError:
+                pass  # the engine may be back: try once more, now
+        return self._prepare()
+
+    def _discard_spares(self) -> None:
+        with self._lock:
+            spares, self._spares = list(self._spares), deque()
+        for spare in spares:
+            spare.add_done_callback(self._release)
+
+    def _release(self, prepared: Future[_Spare]) -> None:
+        """Closes and removes a spare that will not grade (a cancelled one never existed)."""
+        if prepared.cancelled() or prepared.exception() is not None:
+            return
+        spare = prepared.result()
+        spare.sock.close()
+        self._remove_later(spare.container)
 
     def _remove_later(self, container: str) -> None:
         try:  # what fails here, cleanup() removes by label
@@ -258,29 +313,25 @@ class DockerExecutor(Executor):
                 {"test_id": task.test_id, "duration_ms": int((time.monotonic() - started) * 1000), **seen}
             )
 
+        with self._lock:
+            self._grading += 1
         try:
-            container = self._take_container()
-        except ENGINE_ERRORS as exc:
-            return facts(started=False, infra_reason=f"cannot create the grader container: {_short(exc)}")
-        try:
-            return self._run_in(container, task, deadline, facts)
+            try:
+                spare = self._take_spare()
+            except PrepareError as exc:
+                return facts(started=False, infra_reason=str(exc))
+            try:
+                return self._grade_in(spare, task, deadline, facts)
+            finally:
+                self._remove_later(spare.container)
         finally:
-            self._remove_later(container)
+            with self._lock:
+                self._grading -= 1
 
-    def _run_in(
-        self, container: str, task: GradeTask, deadline: float, facts: Callable[..., GraderFacts]
+    def _grade_in(
+        self, spare: _Spare, task: GradeTask, deadline: float, facts: Callable[..., GraderFacts]
     ) -> GraderFacts:
-        try:
-            attached = self.api.attach_socket(container, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        except ENGINE_ERRORS as exc:
-            return facts(started=False, infra_reason=f"cannot attach to the grader container: {_short(exc)}")
-        sock: socket.socket = attached._sock
-        try:
-            started_at = time.time()
-            self.api.start(container)
-        except ENGINE_ERRORS as exc:
-            sock.close()
-            return facts(started=False, infra_reason=f"cannot start the grader container: {_short(exc)}")
+        container, sock = spare.container, spare.sock
         try:
             sock.settimeout(max(deadline - time.monotonic(), 0.1))
             sock.sendall(task.model_dump_json().encode())
@@ -309,7 +360,7 @@ class DockerExecutor(Executor):
         if oom:
             return facts(oom_killed=True, **seen)
         if code != 0:  # a verdict exits 0; only then is it worth asking who ended the container
-            signals = self._engine_signals(container, started_at)
+            signals = self._engine_signals(container, spare.started_at)
             if signals:
                 return facts(stopped_from_outside=True, detail=f"the engine sent signal {signals}", **seen)
             if code == 137:
@@ -336,11 +387,11 @@ class DockerExecutor(Executor):
         with self._lock:
             spares, self._spares = list(self._spares), deque()
         self._creator.shutdown(wait=True, cancel_futures=True)
-        self._remover.shutdown(wait=True)
         for spare in spares:
-            if spare.done() and not spare.cancelled() and spare.exception() is None:
-                self._remove_quietly(spare.result())
-        self._creator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-create")
+            if spare.done():
+                self._release(spare)
+        self._remover.shutdown(wait=True)
+        self._creator = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grader-create")
         self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-remove")
         return remove_run_containers(self.run_id, self.api)
 
