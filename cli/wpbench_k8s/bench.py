@@ -4,7 +4,8 @@
 
 From one run, sequentially and interleaved, it measures the wall time of
   - `docker run --rm --entrypoint true IMAGE`: container start and stop, the floor; and
-  - a trivial passing test through the Docker executor (full lockdown, Engine API), as a run grades it;
+  - a trivial passing test through the Docker executor (full lockdown, Engine API), as a run grades it
+    (so in a container the executor started ahead of need, while the previous run went on);
 and prints their medians and ratio (target <= 1.25), plus the time spent inside the container. Then it
 grades every reference solution of wpk-core-v1 at the given concurrency (no verdict cache) and prints
 the seconds per test (target <= 0.27 at concurrency 2). Both depend on the host's load: it is printed.
