@@ -22,6 +22,8 @@ from wpbench_k8s.manifest import RunManifest
 from wpbench_runtime.contract import GradeTask, Verdict
 
 CACHE_VERSION = "1"
+# Modes whose verdicts are cached by default: the candidate is fixed before grading.
+CACHED_MODES = ("reference", "exploits", "completions")
 
 
 def default_cache_dir() -> Path:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from wpbench_k8s.cache import VerdictCache
+from wpbench_k8s.cache import CACHED_MODES, VerdictCache
 from wpbench_k8s.config import Config
 from wpbench_k8s.errors import InputError, OutputWriteError
 from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, get_executor
@@ -110,10 +110,6 @@ def category_table(records: list[Record], title: str) -> Table:
     table.add_row("TOTAL", str(len(good)), str(passed), f"{(passed / len(good) if good else 0):.0%}", f"{score:.2f}",
                   str(len(records) - len(good)), style="bold")  # fmt: skip
     return table
-
-
-# Modes whose verdicts are cached by default: the candidate is fixed before grading.
-CACHED_MODES = ("reference", "exploits", "completions")
 
 
 def _tally_key(record: Record) -> str:

@@ -28,6 +28,8 @@ from typing import Any
 
 from wpbench_controller.collector import LogReads, finished_attempt_facts, record_without_pod
 from wpbench_controller.generation import Generated, GenerationPool, GenerationUnavailable
+from wpbench_controller.verdicts import ImageProbe, RunVerdicts, pod_image_id
+from wpbench_k8s.cache import CACHED_MODES
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.kube import crd
 from wpbench_k8s.kube.client import CONFIG_MAPS, JOBS, NETWORK_POLICIES, PODS, RUNS, Kube, KubeError, NotFound, to_dict
@@ -36,6 +38,7 @@ from wpbench_k8s.kube.names import (
     ANNOTATION_ITEM_ID,
     COMPONENT_GENERATED,
     COMPONENT_GRADER,
+    COMPONENT_VERDICTS,
     LABEL_ATTEMPT,
     LABEL_ITEM,
     run_selector,
@@ -81,6 +84,7 @@ class RunCache:
     payload: Payload
     results: ResultStore
     generated: Shards
+    verdicts: RunVerdicts
     generated_items: dict[str, tuple[Generated, str]] = field(default_factory=dict)  # id -> (generation, shard)
     policy_ready: bool = False
     last_status_write: float = 0.0
@@ -142,6 +146,9 @@ class Reconciler:
         if run["metadata"].get("deletionTimestamp"):
             return None
         status = run.get("status") or {}
+        asked = int(run["spec"].get("requeue") or 0)
+        if asked > int(status.get("requeued") or 0):
+            status = self._requeue(namespace, name, run, asked)
         if status.get("phase") in crd.TERMINAL_PHASES:
             self._forget(namespace, name)
             self._delete_leftover_jobs(namespace, name, run)
@@ -152,6 +159,20 @@ class Reconciler:
             self._write_status(run, None, {"phase": phase, "message": cache}, force=True)
             return 5.0 if phase == "Pending" else None
         return self._pass(namespace, name, run, cache)
+
+    def _requeue(self, namespace: str, name: str, run: dict[str, Any], asked: int) -> dict[str, Any]:
+        """`wpbench-k8s requeue`: open the run again. Its infra_error records are dropped; items without a
+        record (those, and any a cancel left) are then graded as in any pass. Repeatable after a crash."""
+        self._forget(namespace, name)
+        self._delete_leftover_jobs(namespace, name, run)
+        dropped = ResultStore(self.kube, namespace, name, run["metadata"]["uid"]).reopen()
+        message = f"requeued: {dropped} infra error(s) and any item never graded go to graders again"
+        change: dict[str, Any] = {"phase": "Running", "message": message, "requeued": asked, "completionTime": None}
+        self.kube.patch(RUNS, namespace, name, {"status": change}, subresource="status")
+        log.info("run %s/%s: %s", namespace, name, message)
+        status = {k: v for k, v in {**(run.get("status") or {}), **change}.items() if v is not None}
+        run["status"] = status
+        return status
 
     def _forget(self, namespace: str, name: str) -> None:
         cache = self.cache.pop((namespace, name), None)
@@ -179,7 +200,13 @@ class Reconciler:
         results = ResultStore(self.kube, namespace, name, uid)
         results.load()
         generated = Shards(self.kube, namespace, name, uid, COMPONENT_GENERATED)
-        cache = RunCache(uid, payload, results, generated, judge=judge_for(payload.manifest))
+        enabled = payload.manifest.mode in CACHED_MODES and run["spec"].get("cache", True) is not False
+        index = Shards(self.kube, namespace, name, uid, COMPONENT_VERDICTS)
+        if enabled:
+            index.load()  # this run's own entries: where its next ones go after a restart
+        image_id = str((run.get("status") or {}).get("graderImageID") or "")
+        verdicts = RunVerdicts(self.kube, namespace, payload.manifest, index, enabled, image_id)
+        cache = RunCache(uid, payload, results, generated, verdicts, judge=judge_for(payload.manifest))
         self._load_generated(cache)
         self.cache[(namespace, name)] = cache
         log.info(
@@ -221,6 +248,7 @@ class Reconciler:
         # 2. store, 3. then delete
         if seen.records:
             cache.results.append(seen.records)
+            cache.verdicts.flush()  # index entries only for records already stored
         for job_name in seen.finished:
             self.kube.delete(JOBS, namespace, job_name)
 
@@ -243,6 +271,16 @@ class Reconciler:
             self.kube.ensure(NETWORK_POLICIES, namespace, to_dict(network_policy(settings, owner)))
             cache.policy_ready = True
         started = 0
+        if aborted is None and cache.verdicts.reuse is None:
+            if not cache.verdicts.prepare(cache.results, lambda: self._probe(cache, settings, owner)):
+                message = "learning the grader image id for the verdict cache (image-probe pod)"
+                wait = self._write_status(run, cache, {"phase": "Running", "message": message,
+                                                       "inFlight": len(seen.active)})  # fmt: skip
+                return _min(1.0, wait)
+            reused = cache.verdicts.records(cache.results, cache.judge)
+            if reused:
+                cache.results.append(reused)
+                cache.verdicts.flush()
         if aborted is None:
             started, requeue_s = self._schedule(namespace, cache, settings, owner, seen.active)
             seen.requeue = _min(seen.requeue, requeue_s)
@@ -321,6 +359,10 @@ class Reconciler:
                 record = score_item(manifest, item, (decision, attempt - 1), usage=usage)
                 record = judge_record(cache.judge, manifest, item, record)
                 seen.records.append(record)
+                image_id = pod_image_id(attempt_pod)
+                if not isinstance(decision, Infra):  # a verdict a grader decided, never an infra fallback
+                    cache.verdicts.note(record, item.task, image_id)
+                cache.verdicts.image_id = cache.verdicts.image_id or image_id
             seen.finished.append(latest["metadata"]["name"])
         return seen
 
@@ -334,6 +376,15 @@ class Reconciler:
                 records.append(record_without_pod(cache.payload.manifest, cache.payload.item(item_id), outcome[0]))
         if records:
             cache.results.append(records)
+
+    def _probe(self, cache: RunCache, settings: RunSettings, owner: Any) -> str | None:
+        """The grader image id from an image-probe pod ("" when there is nothing to grade or it cannot run)."""
+        manifest = cache.payload.manifest
+        item = next((i for i in manifest.items if i.needs_grader and i.task is not None), None)
+        if item is None:
+            return ""
+        probe = ImageProbe(self.kube, settings, owner)
+        return probe.image_id(lambda: probe.pod(manifest, item, self._task_source(cache, settings, item)))
 
     def _task_source(self, cache: RunCache, settings: RunSettings, item: ManifestItem) -> TaskSource:
         key = task_data_key(cache.payload.keys[item.item_id])
@@ -466,6 +517,8 @@ class Reconciler:
         if cache is not None:
             total = len(cache.payload.manifest.items)
             new.update(cache.results.summary())
+            if cache.verdicts.image_id:
+                new["graderImageID"] = cache.verdicts.image_id
             new["total"] = total
             new["progress"] = f"{new['done']}/{total}"
         new.update(fields)

@@ -57,6 +57,34 @@ def ensure_node_image(image: str) -> None:
     stamp.write_text(docker_id + "\n")
 
 
+def ensure_crd_fields(cluster: Cluster) -> None:
+    """The cluster's CRD has every spec and status field of this checkout's (`kube.crd`), added in place.
+
+    The chart renders the CRD only for the release that owns it, and the one on this shared cluster may
+    predate a field. Fields are only ever added (another checkout's stay), with the object's
+    resourceVersion, so two test sessions doing this at once cannot undo each other.
+    """
+    from wpbench_k8s.kube.crd import SPEC_SCHEMA, STATUS_SCHEMA, crd
+
+    name = crd()["metadata"]["name"]
+    for _ in range(5):
+        live = json.loads(cluster.kubectl("get", "crd", name, "-o", "json").stdout)
+        schema = live["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
+        added = False
+        for part, ours in (("spec", SPEC_SCHEMA), ("status", STATUS_SCHEMA)):
+            props = schema[part].setdefault("properties", {})
+            for key, value in ours["properties"].items():
+                if key not in props:
+                    props[key], added = value, True
+        if not added:
+            return
+        res = cluster.kubectl("replace", "-f", "-", input=json.dumps(live), check=False)
+        if res.returncode == 0:
+            return
+        assert "Conflict" in res.stderr or "modified" in res.stderr, res.stderr[-2000:]
+    raise AssertionError(f"CRD {name}: fields not added after 5 tries")
+
+
 def cluster_reachable(kubeconfig: Path) -> str | None:
     """None when the API server answers /readyz, else why not."""
     if not kubeconfig.exists():
@@ -152,23 +180,26 @@ class ObjectEvents:
 
 
 class PodRecorder:
-    """Every pod created in a namespace while the test runs (the API server keeps no history)."""
+    """Every grader pod (or, with `kind="jobs"`, grader Job) created in a namespace while the test runs
+    (the API server keeps no history)."""
 
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, kind: str = "pods") -> None:
         self.uids: dict[str, str] = {}
         self._stop = threading.Event()
         self._w = watch.Watch()
-        self._thread = threading.Thread(target=self._run, args=(cluster, namespace), daemon=True)
+        lister = cluster.batch.list_namespaced_job if kind == "jobs" else cluster.core.list_namespaced_pod
+        self._thread = threading.Thread(target=self._run, args=(lister, namespace), daemon=True)
         self._thread.start()
 
-    def _run(self, cluster: Cluster, namespace: str) -> None:
+    def _run(self, lister: Any, namespace: str) -> None:
         while not self._stop.is_set():
             try:
-                for ev in self._w.stream(cluster.core.list_namespaced_pod, namespace, timeout_seconds=30):
-                    pod = ev["object"]
-                    if pod.metadata.labels and "wpbench-k8s.org/run" in pod.metadata.labels:
-                        item = (pod.metadata.annotations or {}).get("wpbench-k8s.org/item-id", "?")
-                        self.uids.setdefault(pod.metadata.uid, item)
+                for ev in self._w.stream(lister, namespace, timeout_seconds=30):
+                    obj = ev["object"]
+                    labels = obj.metadata.labels or {}
+                    if "wpbench-k8s.org/run" in labels and labels.get("app.kubernetes.io/component") == "grader":
+                        item = (obj.metadata.annotations or {}).get("wpbench-k8s.org/item-id", "?")
+                        self.uids.setdefault(obj.metadata.uid, item)
             except Exception:  # a broken watch is restarted; the recorder only counts
                 time.sleep(0.5)
 

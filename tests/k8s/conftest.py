@@ -15,6 +15,7 @@ from clusterkit import (
     Space,
     cluster_reachable,
     drop_space,
+    ensure_crd_fields,
     ensure_node_image,
     new_space,
 )
@@ -37,7 +38,9 @@ def kube() -> Cluster:
         pytest.skip(f"the local Kubernetes is not up: {why}")
     for image in (GRADER_IMAGE, CONTROLLER_IMAGE):  # the images under test (a helper's own tags too)
         ensure_node_image(image)
-    return Cluster(ADMIN_KUBECONFIG)
+    cluster = Cluster(ADMIN_KUBECONFIG)
+    ensure_crd_fields(cluster)
+    return cluster
 
 
 @pytest.fixture

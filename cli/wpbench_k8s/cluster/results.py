@@ -50,6 +50,7 @@ def fetch_results(cluster: Cluster, name: str, output: Path, *, report: bool, co
     """Write a run's records to `output` (in manifest order) and, once it finished, the summary beside it
     (same stem, .json), the model comparison tables on `console`, and with `report` the HTML report.
     An unfinished run's records go to OUTPUT.partial, as a local run's do."""
+    from wpbench_k8s.cache import CACHED_MODES
     from wpbench_k8s.kube.results import read_records
     from wpbench_k8s.local_run import mode_sections, write_run_report
     from wpbench_k8s.outputs import now_iso, summarize
@@ -68,9 +69,16 @@ def fetch_results(cluster: Cluster, name: str, output: Path, *, report: bool, co
     if not complete:
         return fetched
     extra = mode_sections(manifest, records, console)
-    extra["cluster"] = {"namespace": cluster.namespace, "run": name, "infra_retries": status.get("infraRetries", 0)}
+    extra["cluster"] = {"namespace": cluster.namespace, "run": name, "infra_retries": status.get("infraRetries", 0),
+                        "requeued": status.get("requeued", 0)}  # fmt: skip
+    # The id the kubelet reported for the grader image (submit resolves none: it may not see the nodes' images).
+    manifest.grader.image_id = manifest.grader.image_id or status.get("graderImageID", "")
     summary = summarize(manifest, records, executor="kubernetes", started_at=status.get("startTime") or now_iso(),
                         finished_at=status.get("completionTime") or now_iso(), extra=extra)  # fmt: skip
+    summary["metadata"]["cache"] = {
+        "enabled": run["spec"].get("cache", True) is not False and manifest.mode in CACHED_MODES,
+        "cached_records": sum(r.cached for r in records),
+    }
     summary_path = output.with_suffix(".json")
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     report_path = write_run_report(manifest, summary_path, target) if report else None

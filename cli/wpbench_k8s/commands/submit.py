@@ -18,6 +18,7 @@ class SubmitFlags:
     run_name: str | None
     max_in_flight: int | None
     infra_retries: int
+    no_cache: bool
     dry_run: bool
 
 
@@ -36,6 +37,13 @@ class SubmitFlags:
     default=2,
     show_default=True,
     help="Infrastructure failures (eviction, node loss, crash without verdict) retried per item.",
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    envvar="WPBENCH_NO_CACHE",
+    help="Grade everything instead of reusing verdicts earlier runs of the namespace stored for the same task, "
+    "image and profile (reference, exploit and --completions runs reuse them by default). Env: WPBENCH_NO_CACHE=1.",
 )
 @click.option(
     "--dry-run",
@@ -68,10 +76,11 @@ def submit_run(flags: SubmitFlags) -> str:
         where = flags.cluster
         namespace = resolve_namespace(where.kubeconfig, where.context, where.namespace)
         return dry_run_text(manifest, RunSettings(name=name, namespace=namespace, max_in_flight=max_in_flight,
-                                                  infra_retries=flags.infra_retries))  # fmt: skip
+                                                  infra_retries=flags.infra_retries,
+                                                  cache=not flags.no_cache))  # fmt: skip
     cluster = flags.cluster.connect()
     settings = RunSettings(name=name, namespace=cluster.namespace, max_in_flight=max_in_flight,
-                           infra_retries=flags.infra_retries)  # fmt: skip
+                           infra_retries=flags.infra_retries, cache=not flags.no_cache)  # fmt: skip
     return submit(cluster, manifest, settings) + "\n"
 
 

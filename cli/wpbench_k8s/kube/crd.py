@@ -51,6 +51,16 @@ SPEC_SCHEMA: dict[str, Any] = {
         "infraRetries": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Infra retries per item."},
         "graderImage": {**_STR, "description": "Informational: the manifest's grader image."},
         "cancel": {"type": "boolean", "description": "Set by `wpbench-k8s cancel`: stop and delete running Jobs."},
+        "cache": {
+            "type": "boolean",
+            "description": "Reuse verdicts stored by earlier runs in this namespace for the same task, image and "
+            "profile (reference, exploits, completions; default true; `submit --no-cache` sets false).",
+        },
+        "requeue": {
+            **_INT,
+            "description": "Raised by `wpbench-k8s requeue`: a finished run whose status.requeued is lower is opened "
+            "again; its infra errors and never-graded items are graded.",
+        },
     },
 }
 
@@ -70,6 +80,9 @@ STATUS_SCHEMA: dict[str, Any] = {
         "infraRetries": _INT,
         "progress": _STR,
         "score": {"type": "number"},
+        "cached": {**_INT, "description": "Records whose verdict was reused from an earlier run (not graded)."},
+        "requeued": {**_INT, "description": "The last spec.requeue the controller acted on."},
+        "graderImageID": {**_STR, "description": "The grader image id the kubelet reported (probe or grader pod)."},
         "resultConfigMaps": {"type": "array", "items": _STR},
         "startTime": {"type": "string", "format": "date-time"},
         "completionTime": {"type": "string", "format": "date-time"},

@@ -27,6 +27,8 @@ COMPONENT_RUN = "run"
 COMPONENT_PAYLOAD = "payload"
 COMPONENT_RESULTS = "results"
 COMPONENT_GENERATED = "generated"
+COMPONENT_VERDICTS = "verdicts"  # the verdict-cache index of a run (controller.verdicts)
+COMPONENT_PROBE = "image-probe"  # the pod that learns the grader image id before a cached run grades
 COMPONENT_NETWORK_POLICY = "network-policy"
 GRADER_CONTAINER = "grader"
 MAX_RUN_NAME = 40
@@ -79,6 +81,11 @@ def run_selector(run_name: str, component: str | None = None) -> str:
     """The label selector for a run's objects (of one component when given)."""
     selector = f"{LABEL_RUN}={label_value(run_name)}"
     return f"{selector},app.kubernetes.io/component={component}" if component else selector
+
+
+def component_selector(component: str) -> str:
+    """Every object of one component this project made, in any run of the namespace."""
+    return f"app.kubernetes.io/managed-by={MANAGED_BY},app.kubernetes.io/component={component}"
 
 
 def managed_graders_selector() -> str:

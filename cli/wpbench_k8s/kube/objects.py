@@ -57,6 +57,7 @@ class RunSettings:
     infra_retries: int = DEFAULT_INFRA_RETRIES
     image_pull_policy: str = "IfNotPresent"
     start_seconds: int = DEFAULT_START_SECONDS
+    cache: bool = True  # reuse verdicts earlier runs of the namespace stored (`submit --no-cache`: False)
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,7 @@ def run_object(manifest: RunManifest, settings: RunSettings, payload_maps: list[
         "maxInFlight": settings.max_in_flight,
         "infraRetries": settings.infra_retries,
         "graderImage": manifest.grader.image,
+        "cache": settings.cache,
     }
     return {
         "apiVersion": crd.API_VERSION,

@@ -32,6 +32,7 @@ class Tally:
     error: bool
     infra: bool
     infra_retries: int
+    cached: bool = False
 
     @classmethod
     def of(cls, record: Record) -> Tally:
@@ -43,7 +44,13 @@ class Tally:
             error=record.error is not None and not infra,
             infra=infra,
             infra_retries=record.grader.infra_retries,
+            cached=record.cached,
         )
+
+
+def record_key(item_id: str) -> str:
+    """The key of an item's record in the run's result shards."""
+    return f"{item_key(item_id)}.json"
 
 
 def fit_record(record: Record, budget: int = CHUNK_BUDGET // 2) -> str:
@@ -136,6 +143,16 @@ class Shards:
             writes += self._write(batch, batch_size)
         return writes, where
 
+    def remove(self, keys: Iterable[str]) -> int:
+        """Delete keys from the shards that hold them (after `scan`): one write per shard. Returns writes."""
+        by_shard: dict[str, dict[str, None]] = {}
+        for key in keys:
+            if key in self.where:
+                by_shard.setdefault(self.where.pop(key), {})[key] = None  # null in a merge patch deletes the key
+        for name, batch in by_shard.items():
+            self.kube.patch(CONFIG_MAPS, self.namespace, name, {"data": batch})
+        return len(by_shard)
+
     def _new_shard(self) -> None:
         name = self.shard_name(len(self.shards))
         owner = owner_reference(self.run_name, self.run_uid)
@@ -164,13 +181,24 @@ class ResultStore:
             record = Record.model_validate_json(value)
             self.tallies[record.item_id] = Tally.of(record)
 
+    def reopen(self) -> int:
+        """`requeue`: drop the stored records that ended infra_error, so their items are graded again.
+
+        Returns:
+            How many records were dropped (their keys are deleted; every other record stays as it is).
+        """
+        infra = [key for key, value in self.shards.scan()
+                 if Record.model_validate_json(value).grader.status == "infra_error"]  # fmt: skip
+        self.shards.remove(infra)
+        return len(infra)
+
     def __contains__(self, item_id: object) -> bool:
         return item_id in self.tallies
 
     def append(self, records: Iterable[Record]) -> int:
         """Store records durably before anything else happens to their Jobs. Returns API writes."""
         fresh = {r.item_id: r for r in records if r.item_id not in self.tallies}
-        writes, _ = self.shards.put({f"{item_key(i)}.json": fit_record(r) for i, r in fresh.items()})
+        writes, _ = self.shards.put({record_key(i): fit_record(r) for i, r in fresh.items()})
         for item_id, record in fresh.items():
             self.tallies[item_id] = Tally.of(record)
         return writes
@@ -186,6 +214,7 @@ class ResultStore:
             "errors": sum(t.error for t in tallies),
             "infraErrors": sum(t.infra for t in tallies),
             "infraRetries": sum(t.infra_retries for t in tallies),
+            "cached": sum(t.cached for t in tallies),
             "score": round(sum(scored) / len(scored), 4) if scored else 0.0,
             "resultConfigMaps": [name for name, _ in self.shards.shards],
         }
