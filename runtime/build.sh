@@ -24,6 +24,7 @@ start=$(date +%s)
 "$ROOT/scripts/ensure-docker.sh"
 
 # --- base image -------------------------------------------------------------------------
+. "$HERE/../scripts/lib/debian-mirror.sh"
 pick_base() {
   if [ -n "${BASE_IMAGE:-}" ]; then echo "$BASE_IMAGE"; return; fi
   if docker image inspect debian:sid-slim >/dev/null 2>&1 || docker pull -q debian:sid-slim >/dev/null 2>&1; then
@@ -35,7 +36,7 @@ pick_base() {
   if [ ! -x "$rootfs/usr/bin/apt-get" ]; then
     command -v debootstrap >/dev/null 2>&1 || { log "installing debootstrap"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
     rm -rf "$rootfs.partial" && mkdir -p "$CACHE"
-    debootstrap --variant=minbase sid "$rootfs.partial" http://deb.debian.org/debian >&2
+    debootstrap --variant=minbase sid "$rootfs.partial" "$(debian_mirror)" >&2
     rm -rf "$rootfs" && mv "$rootfs.partial" "$rootfs"
   fi
   tar -C "$rootfs" -c . | docker import - "$LOCAL_BASE" >/dev/null

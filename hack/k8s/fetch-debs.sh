@@ -8,19 +8,14 @@ cache="${WPBENCH_CACHE:-/var/cache/wpbench}/k8s/debs"
 packages=(etcd-server containerd containernetworking-plugins)
 mkdir -p "$cache"
 
-mirror() {
-  local uri
-  uri="$(grep -hoE '^URIs: *[^ ]+|^deb +(\[[^]]*\] +)?[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null \
-    | grep -v -- '-security' | grep -E 'debian/?$' | head -n1 | awk '{print $NF}')"
-  echo "${uri:-http://deb.debian.org/debian}"
-}
+. "$(dirname "$0")/../../scripts/lib/debian-mirror.sh"
 
 present() { [[ -x "$cache/root/usr/bin/etcd" && -x "$cache/root/usr/bin/containerd" && -x "$cache/root/usr/lib/cni/bridge" ]]; }
 
 if ! present; then
   apt_dir="$cache/apt"
   mkdir -p "$apt_dir/lists/partial" "$apt_dir/archives/partial" "$apt_dir/debs"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(mirror) sid main" > "$apt_dir/sources.list"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror) sid main" > "$apt_dir/sources.list"
   cat > "$apt_dir/apt.conf" <<CONF
 Dir::Etc::SourceList "$apt_dir/sources.list";
 Dir::Etc::SourceParts "/nonexistent";
