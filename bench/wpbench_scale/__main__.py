@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -80,6 +81,10 @@ def main(argv: list[str] | None = None) -> None:
         f"bytes per record); payload {r['payload_bytes']} bytes in {r['payload_configmaps']} ConfigMaps"
     )
     print(f"small run: {r['small_alone_seconds']} s alone, {r['small_run_seconds']} s beside the big run")
+    print(
+        f"total wall time {r['scenario_seconds']} s (cluster start to figures); machine load average "
+        f"{r['load_average_mean']} mean, {r['load_average_max']} max during the big run ({os.cpu_count()} CPUs)"
+    )
     missed = [name for name, g in r["goals"].items() if not g["met"]]
     for name, g in r["goals"].items():
         print(f"goal {name}: {'met' if g['met'] else 'MISSED'} ({g['value']}; goal {g['goal']})")

@@ -8,6 +8,7 @@ a local run score every failure path the same way.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,12 +28,25 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class LogReads:
-    """Failed log reads per pod: a finished pod's log is tried once per pass, LOG_READ_TRIES times at most."""
+    """Failed log reads per pod: a finished pod's log is tried once per pass, LOG_READ_TRIES times at most.
+
+    `prefetch` reads many logs at once (each a request waiting on the API server, not on this
+    process), so a pass that collects hundreds of pods does not read them one after another.
+    """
 
     failures: dict[str, tuple[int, str]] = field(default_factory=dict)
+    prefetched: dict[str, tuple[bytes | None, str, bool]] = field(default_factory=dict)
+
+    def prefetch(self, kube: Kube, namespace: str, pods: list[str], pool: ThreadPoolExecutor) -> None:
+        for pod, answer in zip(pods, pool.map(lambda p: self._read(kube, namespace, p), pods), strict=True):
+            self.prefetched[pod] = answer
 
     def read(self, kube: Kube, namespace: str, pod: str) -> tuple[bytes | None, str, bool]:
         """(log, error, final): final is False while another pass should try again."""
+        answer = self.prefetched.pop(pod, None)
+        return answer if answer is not None else self._read(kube, namespace, pod)
+
+    def _read(self, kube: Kube, namespace: str, pod: str) -> tuple[bytes | None, str, bool]:
         try:
             data = kube.log(namespace, pod, GRADER_CONTAINER, limit_bytes=MAX_GRADER_OUTPUT_BYTES + 1)
         except KubeError as exc:
@@ -45,6 +59,7 @@ class LogReads:
 
     def forget(self, pod: str) -> None:
         self.failures.pop(pod, None)
+        self.prefetched.pop(pod, None)
 
 
 def finished_attempt_facts(

@@ -7,14 +7,20 @@ pass can be repeated or interrupted anywhere without losing or duplicating a ver
    Infra decision with retries left starts the next attempt's Job, any other ends the item
    (`steps.score_item` and `steps.judge_record`: the same steps as a local run);
 2. store those records in the run's result ConfigMaps (one write per batch);
-3. only then delete the collected Jobs;
-4. start Jobs for items that have neither a result nor a Job, up to the run's in-flight bound (model
+3. only then delete the collected Jobs: one `deletecollection` by item label for every item that
+   ended (its Jobs, every attempt, go at once), single deletes only for attempts a retry replaced;
+4. start Jobs for items that have neither a result nor a Job, up to the run's in-flight bound, at
+   most `creates_per_pass` per pass, so runs take turns on the work queue, and while fewer than
+   `max_starting` of the run's Jobs wait for a pod that runs: the platform's queues (Job controller,
+   scheduler) then stay short, so another run's Jobs do not wait behind a big run's backlog (model
    items first get their candidate from the generation pool, off this worker);
 5. write the status when it changed (counters at most every `status_interval` seconds), saying why
    graders wait when their pods cannot run.
 
-What this process keeps in memory (the reassembled manifest, result tallies) is a cache of cluster
-state, rebuilt after a restart.
+What this process keeps in memory is a cache of cluster state, rebuilt after a restart: the run's
+manifest header and tests, its item ids and where each lives (items are read from their payload
+ConfigMap when needed, a few chunks at a time: `payload.PayloadIndex`), and a small tally per result.
+Pod logs of a pass are read concurrently (`log_readers`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -33,7 +40,7 @@ from wpbench_k8s.cache import CACHED_MODES
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.kube import crd
 from wpbench_k8s.kube.client import CONFIG_MAPS, JOBS, NETWORK_POLICIES, PODS, RUNS, Kube, KubeError, NotFound, to_dict
-from wpbench_k8s.kube.facts import job_finished, newest, waiting_reason
+from wpbench_k8s.kube.facts import job_finished, newest, status_facts, waiting_reason
 from wpbench_k8s.kube.names import (
     ANNOTATION_ITEM_ID,
     COMPONENT_GENERATED,
@@ -52,7 +59,7 @@ from wpbench_k8s.kube.objects import (
     network_policy,
     owner_reference,
 )
-from wpbench_k8s.kube.payload import Payload, PayloadError, join_manifest, payload_name, task_data_key
+from wpbench_k8s.kube.payload import PayloadError, PayloadIndex, index_payload, payload_name, task_data_key
 from wpbench_k8s.kube.results import ResultStore, Shards
 from wpbench_k8s.manifest import Candidate, ManifestItem
 from wpbench_k8s.outcome import Infra, decide_outcome
@@ -81,7 +88,7 @@ class RunCache:
     """What this controller remembers about one run between passes (all of it rebuildable)."""
 
     uid: str
-    payload: Payload
+    payload: PayloadIndex
     results: ResultStore
     generated: Shards
     verdicts: RunVerdicts
@@ -90,6 +97,8 @@ class RunCache:
     last_status_write: float = 0.0
     log_reads: LogReads = field(default_factory=LogReads)
     judge: Any | None = None
+    cursor: int = 0  # items before it in payload.order all have a result
+    deleting: set[str] = field(default_factory=set)  # item labels whose Jobs a deletecollection is removing
 
 
 @dataclass
@@ -99,6 +108,17 @@ class Options:
     image_pull_policy: str = "IfNotPresent"
     status_interval: float = 2.0  # seconds between counter-only status writes
     start_seconds: int = DEFAULT_START_SECONDS  # how long a grader pod may wait to run (Job deadline)
+    # Jobs started per pass: about five seconds of the client's write budget, after which the run
+    # goes to the back of the work queue so another run's pass comes first.
+    creates_per_pass: int = 100
+    # Jobs of one run still waiting for their pod to be created, scheduled or started: more would only
+    # queue in the Job controller and scheduler, ahead of other runs' Jobs.
+    max_starting: int = 40
+    log_readers: int = 8  # pod logs read at once
+    job_writers: int = 8  # Job creations in flight at once (still paced by the client's write budget)
+    # deletecollection requests in flight at once: the API server deletes the objects of one request one
+    # after another (--delete-collection-workers, default 1), so a pass does not wait for them
+    job_deleters: int = 4
 
 
 @dataclass
@@ -106,8 +126,10 @@ class Seen:
     """What step 1 found: records to store, Jobs to delete, items still in flight, why pods wait."""
 
     records: list[Record] = field(default_factory=list)
-    finished: list[str] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)  # single Jobs to delete (attempts a retry replaced)
+    ended: list[str] = field(default_factory=list)  # item labels whose every Job goes
     active: set[str] = field(default_factory=set)
+    starting: int = 0  # active Jobs whose pod is not there yet or Pending
     waiting: list[str] = field(default_factory=list)
     requeue: float | None = None
 
@@ -134,6 +156,9 @@ class Reconciler:
         self.options = options or Options()
         self.generations = generations or GenerationPool(4)
         self.cache: dict[tuple[str, str], RunCache] = {}
+        self.log_pool = ThreadPoolExecutor(self.options.log_readers, thread_name_prefix="log")
+        self.write_pool = ThreadPoolExecutor(self.options.job_writers, thread_name_prefix="create")
+        self.delete_pool = ThreadPoolExecutor(self.options.job_deleters, thread_name_prefix="delete")
 
     # ---- entry point ----------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> float | None:
@@ -185,16 +210,18 @@ class Reconciler:
         cached = self.cache.get((namespace, name))
         if cached is not None and cached.uid == uid:
             return cached
-        maps = run["spec"]["payload"]["configMaps"]
-        chunks: list[dict[str, str]] = []
-        for cm_name in maps:
-            try:
-                cm = self.kube.get(CONFIG_MAPS, namespace, cm_name)
-            except NotFound:
-                return f"waiting for payload: {len(chunks)}/{len(maps)} ConfigMaps present"
-            chunks.append(cm.get("data") or {})
+        maps: list[str] = run["spec"]["payload"]["configMaps"]
+
+        def read_chunk(n: int) -> dict[str, str]:
+            if n >= len(maps):
+                raise PayloadError(f"the run lists {len(maps)} payload ConfigMaps, the index needs more")
+            data: dict[str, str] = self.kube.get(CONFIG_MAPS, namespace, maps[n]).get("data") or {}
+            return data
+
         try:
-            payload = join_manifest(chunks, run["spec"]["manifestDigest"])
+            payload = index_payload(read_chunk, run["spec"]["manifestDigest"])
+        except NotFound as exc:
+            return f"waiting for payload: {exc.message or 'a ConfigMap is not there yet'}"
         except (PayloadError, ValueError) as exc:
             return f"invalid payload: {exc}"
         results = ResultStore(self.kube, namespace, name, uid)
@@ -205,13 +232,11 @@ class Reconciler:
         if enabled:
             index.load()  # this run's own entries: where its next ones go after a restart
         image_id = str((run.get("status") or {}).get("graderImageID") or "")
-        verdicts = RunVerdicts(self.kube, namespace, payload.manifest, index, enabled, image_id)
+        verdicts = RunVerdicts(self.kube, namespace, payload.manifest, index, enabled, image_id, payload.items)
         cache = RunCache(uid, payload, results, generated, verdicts, judge=judge_for(payload.manifest))
         self._load_generated(cache)
         self.cache[(namespace, name)] = cache
-        log.info(
-            "run %s/%s: %d items, %d already done", namespace, name, len(payload.manifest.items), len(results.tallies)
-        )
+        log.info("run %s/%s: %d items, %d already done", namespace, name, payload.total, len(results.tallies))
         return cache
 
     def _load_generated(self, cache: RunCache) -> None:
@@ -249,13 +274,13 @@ class Reconciler:
         if seen.records:
             cache.results.append(seen.records)
             cache.verdicts.flush()  # index entries only for records already stored
+        self._delete_ended(namespace, selector, seen.ended, cache.deleting)
         for job_name in seen.finished:
             self.kube.delete(JOBS, namespace, job_name)
 
         if run["spec"].get("cancel"):
-            for job in jobs:
-                if job["metadata"]["name"] not in seen.finished:
-                    self.kube.delete(JOBS, namespace, job["metadata"]["name"])
+            if jobs:
+                self.kube.delete_collection(JOBS, namespace, selector=selector)
             # Model calls already paid for are stored (answers become records); none starts any more.
             running = self.generations.stop_run(cache.uid)
             self._store_finished_generations(namespace, name, cache)
@@ -266,7 +291,7 @@ class Reconciler:
             return self._finish(run, cache, "Cancelled", "cancelled by request", in_flight=0)
 
         # 4. schedule
-        aborted = self._aborted(cache) if not manifest.continue_on_error else None
+        aborted = cache.results.first_failure if not manifest.continue_on_error else None
         if not cache.policy_ready:
             self.kube.ensure(NETWORK_POLICIES, namespace, to_dict(network_policy(settings, owner)))
             cache.policy_ready = True
@@ -282,12 +307,12 @@ class Reconciler:
                 cache.results.append(reused)
                 cache.verdicts.flush()
         if aborted is None:
-            started, requeue_s = self._schedule(namespace, cache, settings, owner, seen.active)
+            started, requeue_s = self._schedule(namespace, cache, settings, owner, seen.active, seen.starting)
             seen.requeue = _min(seen.requeue, requeue_s)
         in_flight = len(seen.active) + started
 
         # 5. status
-        total = len(manifest.items)
+        total = cache.payload.total
         done = len(cache.results.tallies)
         if done >= total:
             return self._finish(run, cache, "Succeeded", f"{done} items graded", in_flight=0)
@@ -320,21 +345,35 @@ class Reconciler:
         for job in jobs:
             item_id = (job["metadata"].get("annotations") or {}).get(ANNOTATION_ITEM_ID, "")
             by_item.setdefault(item_id, []).append(job)
+        finished: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []  # (item, latest Job, its pod)
         for item_id, item_jobs in by_item.items():
             item_jobs.sort(key=_attempt)
             latest = item_jobs[-1]
-            seen.finished.extend(j["metadata"]["name"] for j in item_jobs[:-1])
-            if item_id in cache.results or item_id not in cache.payload.keys:
-                seen.finished.append(latest["metadata"]["name"])  # stored already (a pass died before deleting)
-                continue
-            attempt = _attempt(latest)
             item_label = (latest["metadata"].get("labels") or {}).get(LABEL_ITEM, "")
-            attempt_pod = newest(pods_of.get((item_label, attempt), []))
+            if item_id in cache.results or item_id not in cache.payload.keys:
+                seen.ended.append(item_label)  # stored already (a pass died before deleting)
+                continue
+            attempt_pod = newest(pods_of.get((item_label, _attempt(latest)), []))
             if not job_finished(latest):
+                seen.finished.extend(j["metadata"]["name"] for j in item_jobs[:-1])
                 seen.active.add(item_id)
+                if attempt_pod is None or (attempt_pod.get("status") or {}).get("phase", "Pending") == "Pending":
+                    seen.starting += 1
                 if attempt_pod is not None and waiting_reason(attempt_pod):
                     seen.waiting.append(f"{attempt_pod['metadata']['name']}: {waiting_reason(attempt_pod)}")
                 continue
+            finished.append((item_id, latest, attempt_pod))
+        # Logs of every finished attempt whose status alone does not decide, read at once.
+        to_read = [
+            pod["metadata"]["name"]
+            for item_id, job, pod in finished
+            if pod is not None and status_facts(job, pod, test_id=None) is None
+        ]
+        if len(to_read) > 1:
+            cache.log_reads.prefetch(self.kube, namespace, to_read, self.log_pool)
+        for item_id, latest, attempt_pod in finished:
+            attempt = _attempt(latest)
+            item_jobs = by_item[item_id]
             item, usage = self._pod_item(cache, item_id)
             facts = finished_attempt_facts(self.kube, namespace, latest, attempt_pod, item.test_id, cache.log_reads)
             if facts is None:  # the log did not answer this time; a bounded number of passes try again
@@ -354,6 +393,7 @@ class Reconciler:
                     seen.requeue = _min(seen.requeue, 10.0)
                     continue
                 seen.active.add(item_id)
+                seen.finished.extend(j["metadata"]["name"] for j in item_jobs)  # the new attempt stays
             else:
                 manifest = cache.payload.manifest
                 record = score_item(manifest, item, (decision, attempt - 1), usage=usage)
@@ -363,8 +403,28 @@ class Reconciler:
                 if not isinstance(decision, Infra):  # a verdict a grader decided, never an infra fallback
                     cache.verdicts.note(record, item.task, image_id)
                 cache.verdicts.image_id = cache.verdicts.image_id or image_id
-            seen.finished.append(latest["metadata"]["name"])
+                seen.ended.append((latest["metadata"].get("labels") or {}).get(LABEL_ITEM, ""))
         return seen
+
+    def _delete_ended(
+        self, namespace: str, selector: str, labels: list[str], deleting: set[str], batch: int = 50
+    ) -> None:
+        """Every Job of the ended items, one request per `batch` items (a label selector `item in (...)`),
+        sent in the background: their records are stored, so nothing waits for the deletion. Items whose
+        deletion is under way are left out (their Jobs still show in lists until it ends)."""
+        fresh = sorted({label for label in labels if label} - deleting)
+        for start in range(0, len(fresh), batch):
+            chosen = fresh[start : start + batch]
+            deleting.update(chosen)
+            self.delete_pool.submit(self._delete_batch, namespace, selector, chosen, deleting)
+
+    def _delete_batch(self, namespace: str, selector: str, labels: list[str], deleting: set[str]) -> None:
+        try:
+            self.kube.delete_collection(JOBS, namespace, selector=f"{selector},{LABEL_ITEM} in ({','.join(labels)})")
+        except KubeError as exc:  # the Jobs stay listed: a later pass sees their items stored and tries again
+            log.warning("deleting %d collected Jobs: %s", len(labels), exc)
+        finally:
+            deleting.difference_update(labels)
 
     def _store_finished_generations(self, namespace: str, name: str, cache: RunCache) -> None:
         records: list[Record] = []
@@ -380,7 +440,7 @@ class Reconciler:
     def _probe(self, cache: RunCache, settings: RunSettings, owner: Any) -> str | None:
         """The grader image id from an image-probe pod ("" when there is nothing to grade or it cannot run)."""
         manifest = cache.payload.manifest
-        item = next((i for i in manifest.items if i.needs_grader and i.task is not None), None)
+        item = next((i for i in cache.payload.items() if i.needs_grader and i.task is not None), None)
         if item is None:
             return ""
         probe = ImageProbe(self.kube, settings, owner)
@@ -398,12 +458,6 @@ class Reconciler:
             return generated.item, generated.usage
         return cache.payload.item(item_id), None
 
-    def _aborted(self, cache: RunCache) -> str | None:
-        for item_id, tally in cache.results.tallies.items():
-            if tally.error or tally.infra:
-                return item_id
-        return None
-
     def _schedule(
         self,
         namespace: str,
@@ -411,6 +465,7 @@ class Reconciler:
         settings: RunSettings,
         owner: Any,
         active: set[str],
+        starting: int = 0,
     ) -> tuple[int, float | None]:
         """Start Jobs up to the in-flight bound; score items that need no pod. Returns (started, requeue).
 
@@ -419,13 +474,23 @@ class Reconciler:
         """
         manifest = cache.payload.manifest
         slots = settings.max_in_flight - len(active)
+        room = self.options.max_starting - starting  # more would wait in the platform's queues
+        creates = min(self.options.creates_per_pass, room)
         started = 0
         no_pod: list[Record] = []
-        for item in manifest.items:
+        to_create: list[dict[str, Any]] = []
+        order, results = cache.payload.order, cache.results
+        while cache.cursor < len(order) and order[cache.cursor] in results:
+            cache.cursor += 1
+        for position in range(cache.cursor, len(order)):
             if slots <= 0:
                 break
-            if item.item_id in cache.results or item.item_id in active:
+            item_id = order[position]
+            if item_id in results or item_id in active:
                 continue
+            if creates <= 0:  # this pass has written its share; the run comes round again
+                break
+            item = cache.payload.item(item_id)
             generated: Generated | None = None
             if item.candidate is None:
                 outcome = self._generated(namespace, settings.name, cache, item)
@@ -443,17 +508,35 @@ class Reconciler:
                 no_pod.append(record_without_pod(manifest, original if generated else item, generated))
                 continue
             job = item_job(manifest, item, settings, self._task_source(cache, settings, item), owner)
-            try:
-                self.kube.ensure(JOBS, namespace, to_dict(job))
-            except KubeError as exc:  # quota, admission: say so and try again later
-                log.warning("run %s/%s: cannot create Job for %s: %s", namespace, settings.name, item.item_id, exc)
-                return started, 10.0
+            to_create.append(to_dict(job))
             slots -= 1
-            started += 1
+            creates -= 1
+        created, failed = self._create_jobs(namespace, to_create)
+        started += created
         if no_pod:
             cache.results.append(no_pod)
-            return started, 0.0  # more may be schedulable now
+        if failed:  # quota, admission: said so; try again later
+            return started, 10.0
+        if creates <= 0 and room < self.options.creates_per_pass:  # pods start: look again soon
+            return started, 1.0
+        if creates <= 0 or no_pod:  # this pass has written its share, or more may be schedulable now
+            return started, 0.0
         return started, None
+
+    def _create_jobs(self, namespace: str, bodies: list[dict[str, Any]]) -> tuple[int, int]:
+        """Create Jobs concurrently (each request waits on the API server, not on this process); the
+        client's write budget still paces them. Returns (created or already there, failed)."""
+
+        def create(body: dict[str, Any]) -> bool:
+            try:
+                self.kube.ensure(JOBS, namespace, body)
+            except KubeError as exc:
+                log.warning("cannot create Job %s: %s", body["metadata"]["name"], exc)
+                return False
+            return True
+
+        done = list(self.write_pool.map(create, bodies))
+        return sum(done), len(done) - sum(done)
 
     def _generated(
         self, namespace: str, name: str, cache: RunCache, item: ManifestItem
@@ -491,12 +574,11 @@ class Reconciler:
 
     # ---- writes ---------------------------------------------------------------------------
     def _delete_leftover_jobs(self, namespace: str, name: str, run: dict[str, Any]) -> None:
-        jobs = self.kube.items(JOBS, namespace, selector=run_selector(name, COMPONENT_GRADER))
-        if not jobs:
+        selector = run_selector(name, COMPONENT_GRADER)
+        if not self.kube.items(JOBS, namespace, selector=selector):
             return
         # A finished run keeps nothing running; no Job of it is needed any more.
-        for job in jobs:
-            self.kube.delete(JOBS, namespace, job["metadata"]["name"])
+        self.kube.delete_collection(JOBS, namespace, selector=selector)
 
     def _finish(self, run: dict[str, Any], cache: RunCache, phase: str, message: str, in_flight: int) -> float | None:
         self._write_status(
@@ -515,7 +597,7 @@ class Reconciler:
         old = run.get("status") or {}
         new: dict[str, Any] = {"observedGeneration": run["metadata"].get("generation", 1)}
         if cache is not None:
-            total = len(cache.payload.manifest.items)
+            total = cache.payload.total
             new.update(cache.results.summary())
             if cache.verdicts.image_id:
                 new["graderImageID"] = cache.verdicts.image_id

@@ -16,7 +16,7 @@ id of the pod that graded; for a lookup, before anything is graded, the id an `i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +137,8 @@ class RunVerdicts:
     index: Shards
     enabled: bool
     image_id: str = ""
+    # The run's items, read when needed (the controller keeps none in memory); default: the manifest's.
+    items: Callable[[], Iterable[ManifestItem]] | None = None
     reuse: dict[str, Verdict] | None = None  # item id -> an earlier run's verdict; None until looked up
     pending: dict[str, str] = field(default_factory=dict)  # verdict key -> record key, written after the records
 
@@ -158,7 +160,7 @@ class RunVerdicts:
             self.image_id = found
         wanted: dict[str, list[str]] = {}
         if self.image_id:
-            for item in self.manifest.items:
+            for item in self._items():
                 if item.task is not None and item.needs_grader and item.item_id not in done:
                     wanted.setdefault(self.key(item.task, self.image_id), []).append(item.item_id)
         self.reuse = lookup(self.kube, self.namespace, wanted) if wanted else {}
@@ -168,7 +170,9 @@ class RunVerdicts:
     def records(self, done: Container[str], judge: Any) -> list[Record]:
         """Records for the items an earlier run's verdict settles, scored as a local cache hit is."""
         found: list[Record] = []
-        for item in self.manifest.items:
+        if not self.reuse:
+            return found
+        for item in self._items():
             verdict = (self.reuse or {}).get(item.item_id)
             if verdict is None or item.item_id in done:
                 continue
@@ -178,6 +182,9 @@ class RunVerdicts:
             self.note(record, item.task, self.image_id)
             found.append(record)
         return found
+
+    def _items(self) -> Iterable[ManifestItem]:
+        return self.items() if self.items is not None else self.manifest.items
 
     def note(self, record: Record, task: GradeTask | None, image_id: str) -> None:
         """Index a record whose verdict a grader decided (call only for those), graded on `image_id`."""

@@ -95,7 +95,9 @@ def test_rbac_is_namespaced_and_least_privilege():
     assert "ClusterRole" not in text and '"*"' not in text
     assert '"secrets"' not in text  # API keys reach the controller as env from the Secret, never via the API
     controller_rules = text.split("kind: RoleBinding")[0]
-    assert '"delete"' in controller_rules.split('resources: ["jobs"]')[1].split("- apiGroups")[0]
+    job_verbs = controller_rules.split('resources: ["jobs"]')[1].split("- apiGroups")[0]
+    assert '"delete"' in job_verbs
+    assert '"deletecollection"' in job_verbs  # collected Jobs go by label, one request per pass
     assert '"update"' not in controller_rules.split('resources: ["configmaps"]')[1].split("- apiGroups")[0]
 
 

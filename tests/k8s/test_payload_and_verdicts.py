@@ -75,3 +75,36 @@ def test_chunk_zero_does_not_grow_with_the_number_of_items(manifest):
     # Only the digits of the item and chunk counts may grow, never a per-item entry.
     small, large = chunk_zero_size(3), chunk_zero_size(300)
     assert small <= large < small + 16
+
+
+def test_streamed_index_checks_the_digest_chunk_by_chunk_and_reads_items_on_demand(manifest):
+    """The controller's view: one chunk in memory at a time, the same digest, each item as submitted."""
+    from wpbench_k8s.kube.payload import index_payload
+
+    big = manifest.model_copy(update={"items": [i.model_copy(update={"item_id": f"{i.item_id}-{n}"})
+                                                 for n in range(40) for i in manifest.items]})  # fmt: skip
+    chunks = split_manifest(big, "r", budget=16 * 1024)
+    assert len(chunks) > 5
+    reads: list[int] = []
+
+    def read(n: int) -> dict[str, str]:
+        reads.append(n)
+        return chunks[n]
+
+    index = index_payload(read, big.digest(), cached_chunks=2)
+    assert reads == list(range(len(chunks)))  # every chunk once, in order
+    assert index.manifest.items == [] and index.manifest.tests == big.tests
+    assert index.order == [i.item_id for i in big.items] and index.total == len(big.items)
+    reads.clear()
+    for item in big.items:
+        assert index.item(item.item_id) == item
+    assert len(reads) == len(chunks) - 1  # sequential access: each item chunk read once, two kept
+    with pytest.raises(PayloadError, match="digest"):
+        index_payload(read, manifest.digest())
+    tampered = [dict(c) for c in chunks]
+    key = next(k for k in tampered[-1] if k.startswith("item."))
+    tampered[-1][key] = tampered[-1][key].replace('"model":"', '"model":"x', 1)
+    with pytest.raises(PayloadError, match="digest"):
+        index_payload(lambda n: tampered[n], big.digest())
+    with pytest.raises(PayloadError):
+        index_payload(lambda n: chunks[n] if n < 3 else {}, big.digest())

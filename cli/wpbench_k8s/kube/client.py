@@ -34,6 +34,7 @@ USER_AGENT = f"wpbench-k8s/{__version__}"
 CONNECT_TIMEOUT = 10.0
 READ_TIMEOUT = 30.0
 WATCH_SECONDS = 120  # server-side timeoutSeconds of one watch request
+CONNECTIONS = 32  # kept-alive connections to the API server, per client
 # Writes per second on average and at once: client-go's defaults (QPS 20, burst 30), so one of our
 # processes never writes to a shared API server faster than a well-behaved Go controller does.
 WRITE_QPS = 20.0
@@ -161,9 +162,14 @@ def api_client(
         ):
             cfg = k8s.Configuration()
             kconfig.load_incluster_config(client_configuration=cfg)
-            api = k8s.ApiClient(cfg)
         else:
-            api = kconfig.new_client_from_config(config_file=kubeconfig, context=context, persist_config=False)
+            cfg = k8s.Configuration()
+            kconfig.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=cfg, persist_config=False
+            )
+        # Watches, the reconcile worker and concurrent log reads share one pool of connections.
+        cfg.connection_pool_maxsize = CONNECTIONS
+        api = k8s.ApiClient(cfg)
     except (kconfig.ConfigException, OSError, TypeError) as exc:
         raise ExecutorError(
             f"no usable Kubernetes configuration ({kubeconfig or 'default kubeconfig'}): {exc}"
@@ -181,7 +187,7 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 # ---- the client ---------------------------------------------------------------------------------
 class Kube:
-    """get, get_list, items, pages, create, ensure, patch, delete, log by `Kind`; a timeout on every request."""
+    """get, get_list, items, pages, create, ensure, patch, delete(_collection), log by `Kind`; timeouts always."""
 
     def __init__(
         self,
@@ -296,6 +302,13 @@ class Kube:
         except NotFound:
             return False
         return True
+
+    def delete_collection(self, kind: Kind, namespace: str | None, *, selector: str) -> None:
+        """Delete every object matching `selector` with one request, in the background (dependents follow)."""
+        if not selector:
+            raise ValueError("delete_collection needs a selector")
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+        self._json("DELETE", kind.path(namespace), query=[("labelSelector", selector)], body=body)
 
     def log(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> bytes:
         """At most `limit_bytes` of a container's log (the kubelet stops there: a flood costs nothing)."""

@@ -9,9 +9,12 @@ Reassembly gives back the very manifest (same digest) submitted.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from wpbench_k8s.kube.names import short_hash
@@ -163,3 +166,117 @@ def join_manifest(chunks: list[dict[str, str]], expected_digest: str | None = No
     if expected_digest and manifest.digest() != expected_digest:
         raise PayloadError(f"payload digest {manifest.digest()} differs from the run's {expected_digest}")
     return Payload(manifest, keys, chunk_of)
+
+
+def _canonical(value: Any) -> str:
+    """A value as `RunManifest.canonical_json` writes it (so digests can be built piece by piece)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _chunk_item(data: dict[str, str], key: str) -> ManifestItem:
+    item = ManifestItem.model_validate_json(data[item_data_key(key)])
+    if task_data_key(key) in data:
+        item.task = GradeTask.model_validate_json(data[task_data_key(key)])
+    return item
+
+
+@dataclass
+class PayloadIndex:
+    """A run's manifest without its items in memory: the header and tests (a `RunManifest` whose `items`
+    is empty), the items' ids in order, and where each lives. Items are read from their ConfigMap when
+    asked for, a few chunks kept (`cached_chunks`), so memory does not grow with the run's size.
+    """
+
+    manifest: RunManifest  # header and tests; items=[]
+    order: list[str]  # item ids, manifest order
+    keys: dict[str, str]  # item_id -> item key
+    chunk_of: dict[str, int]  # item_id -> chunk number
+    read_chunk: Callable[[int], dict[str, str]]
+    cached_chunks: int = 8
+    _chunks: OrderedDict[int, dict[str, str]] = field(default_factory=OrderedDict)
+
+    @property
+    def total(self) -> int:
+        return len(self.order)
+
+    def items(self) -> Iterator[ManifestItem]:
+        """Every item in manifest order, read chunk after chunk (each chunk once)."""
+        for item_id in self.order:
+            yield self.item(item_id)
+
+    def item(self, item_id: str) -> ManifestItem:
+        """The item as submitted (with its task). Raises PayloadError when its chunk no longer holds it."""
+        n = self.chunk_of[item_id]
+        data = self._chunks.get(n)
+        if data is None:
+            data = self.read_chunk(n)
+            self._chunks[n] = data
+            while len(self._chunks) > self.cached_chunks:
+                self._chunks.popitem(last=False)
+        else:
+            self._chunks.move_to_end(n)
+        try:
+            return _chunk_item(data, self.keys[item_id])
+        except KeyError as exc:
+            raise PayloadError(f"payload chunk {n} is missing {exc}") from exc
+
+
+def index_payload(
+    read_chunk: Callable[[int], dict[str, str]], expected_digest: str | None = None, *, cached_chunks: int = 8
+) -> PayloadIndex:
+    """Read the payload one chunk at a time, check its digest as it streams, keep only the index.
+
+    The digest is the one `RunManifest.digest` computes over the whole manifest, built from the
+    canonical JSON of the header, each item in order, then the tests, so the check needs one chunk
+    in memory at a time.
+
+    Raises:
+        PayloadError: a chunk or key is missing, or the digest differs from `expected_digest`.
+        Whatever `read_chunk` raises (a ConfigMap not there yet).
+    """
+    head = read_chunk(0)
+    if HEADER_KEY not in head or INDEX_KEY not in head:
+        raise PayloadError("payload chunk 0 has no manifest header or index")
+    header = json.loads(head[HEADER_KEY])
+    index = json.loads(head[INDEX_KEY])
+    test_chunks: dict[int, list[str]] = {}
+    for test_id, n in index["tests"].items():
+        test_chunks.setdefault(n, []).append(test_id)
+    hasher = hashlib.sha256()
+    tests: dict[str, Any] = {}
+    order: list[str] = []
+    keys: dict[str, str] = {}
+    chunk_of: dict[str, int] = {}
+    # The canonical JSON's top-level keys are sorted: those before "items", the items, those after
+    # (the tests among them, known only once every chunk was read).
+    skeleton = RunManifest.model_validate({**header, "tests": {}, "items": []}).model_dump(mode="json")
+    top = sorted(skeleton)
+    before = [k for k in top if k < "items"]
+    hasher.update(("{" + ",".join(f"{_canonical(k)}:{_canonical(skeleton[k])}" for k in before)).encode())
+    hasher.update(b',"items":[' if before else b'"items":[')
+    first = True
+    try:
+        for n in range(1, int(index["chunks"])):
+            data = read_chunk(n)
+            for test_id in test_chunks.get(n, []):
+                tests[test_id] = json.loads(data[test_data_key(test_id)])
+            for item_id, key in json.loads(data.get(CHUNK_INDEX_KEY, "[]")):
+                item = _chunk_item(data, key)
+                hasher.update(("" if first else ",").encode() + _canonical(item.model_dump(mode="json")).encode())
+                first = False
+                order.append(item_id)
+                keys[item_id] = key
+                chunk_of[item_id] = n
+            del data
+    except (KeyError, IndexError) as exc:
+        raise PayloadError(f"payload is missing {exc}") from exc
+    if set(tests) != set(index["tests"]):
+        raise PayloadError(f"payload is missing tests {sorted(set(index['tests']) - set(tests))[:5]}")
+    manifest = RunManifest.model_validate({**header, "tests": tests, "items": []})
+    full = manifest.model_dump(mode="json")
+    after = [k for k in sorted(full) if k > "items"]
+    hasher.update(("]" + "".join(f",{_canonical(k)}:{_canonical(full[k])}" for k in after) + "}").encode())
+    digest = "sha256:" + hasher.hexdigest()
+    if expected_digest and digest != expected_digest:
+        raise PayloadError(f"payload digest {digest} differs from the run's {expected_digest}")
+    return PayloadIndex(manifest, order, keys, chunk_of, read_chunk, cached_chunks)

@@ -8,6 +8,7 @@ twice never duplicates it: a restarted controller can always re-collect safely.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -169,17 +170,39 @@ class Shards:
 
 
 class ResultStore:
-    """The records of one run: what is done, and the counts for its status."""
+    """The records of one run: what is done, and the counts for its status (kept as records arrive,
+    so a pass costs nothing per stored record)."""
 
     def __init__(self, kube: Kube, namespace: str, run_name: str, run_uid: str) -> None:
         self.shards = Shards(kube, namespace, run_name, run_uid, COMPONENT_RESULTS)
         self.tallies: dict[str, Tally] = {}  # item_id -> tally
+        self.first_failure: str | None = None  # the first item stored with an error or infra_error
+        self._counts: Counter[str] = Counter()
+        self._correctness = 0.0
+
+    def _add(self, item_id: str, tally: Tally) -> None:
+        self.tallies[item_id] = tally
+        for name, value in (
+            ("passed", tally.passed),
+            ("failed", tally.counted and not tally.passed),
+            ("errors", tally.error),
+            ("infraErrors", tally.infra),
+            ("infraRetries", tally.infra_retries),
+            ("counted", tally.counted),
+            ("cached", tally.cached),
+        ):
+            self._counts[name] += int(value)
+        if tally.counted:
+            self._correctness += tally.correctness
+        if self.first_failure is None and (tally.error or tally.infra):
+            self.first_failure = item_id
 
     def load(self) -> None:
-        self.tallies = {}
+        self.tallies, self.first_failure, self._counts, self._correctness = {}, None, Counter(), 0.0
         for _, value in self.shards.scan():
             record = Record.model_validate_json(value)
-            self.tallies[record.item_id] = Tally.of(record)
+            if record.item_id not in self.tallies:
+                self._add(record.item_id, Tally.of(record))
 
     def reopen(self) -> int:
         """`requeue`: drop the stored records that ended infra_error, so their items are graded again.
@@ -200,22 +223,21 @@ class ResultStore:
         fresh = {r.item_id: r for r in records if r.item_id not in self.tallies}
         writes, _ = self.shards.put({record_key(i): fit_record(r) for i, r in fresh.items()})
         for item_id, record in fresh.items():
-            self.tallies[item_id] = Tally.of(record)
+            self._add(item_id, Tally.of(record))
         return writes
 
     def summary(self) -> dict[str, Any]:
         """Counts for the run status."""
-        tallies = list(self.tallies.values())
-        scored = [t.correctness for t in tallies if t.counted]
+        c = self._counts
         return {
-            "done": len(tallies),
-            "passed": sum(t.passed for t in tallies),
-            "failed": sum(1 for t in tallies if t.counted and not t.passed),
-            "errors": sum(t.error for t in tallies),
-            "infraErrors": sum(t.infra for t in tallies),
-            "infraRetries": sum(t.infra_retries for t in tallies),
-            "cached": sum(t.cached for t in tallies),
-            "score": round(sum(scored) / len(scored), 4) if scored else 0.0,
+            "done": len(self.tallies),
+            "passed": c["passed"],
+            "failed": c["failed"],
+            "errors": c["errors"],
+            "infraErrors": c["infraErrors"],
+            "infraRetries": c["infraRetries"],
+            "cached": c["cached"],
+            "score": round(self._correctness / c["counted"], 4) if c["counted"] else 0.0,
             "resultConfigMaps": [name for name, _ in self.shards.shards],
         }
 
