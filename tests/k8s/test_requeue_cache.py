@@ -154,7 +154,12 @@ def test_requeue_finishes_infra_errors_and_the_cache_grades_nothing_twice(
     want = ("Succeeded", 2, 2, 2)
     events = space.cluster.kubectl("get", "events", "-n", space.namespace, check=False).stdout[-6000:]
     assert (st["phase"], st["done"], st["passed"], st["cached"]) == want, f"{st}\n{space.controller_log()}\n{events}"
-    assert st["graderImageID"].startswith("sha256:"), st
+    assert st["graderImageID"].startswith("sha256:"), st  # what the image-probe pod reported before grading
+
+    def probe_gone() -> bool:
+        return all(p["metadata"]["name"] != f"{third}-image-probe" for p in space.objects("pods"))
+
+    space.wait_for(probe_gone, 120, "the image-probe pod to be deleted")
     cached = fetched(space, third, tmp_path / "cached.jsonl")
     assert jobs.per_item() == jobs_before  # no grader Job at all
     assert all(r["cached"] for r in cached)
