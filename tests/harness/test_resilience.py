@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -103,33 +104,30 @@ SLOW_TASK = GradeTask(
 )
 
 
-def grading_container(api: docker.APIClient, run_id: str) -> str:
-    """The run's container that is grading: its supervisor has started the runner. (The executor keeps
-    spares started ahead of need; their supervisor waits alone for a task.)"""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for entry in api.containers(filters={"label": f"{RUN_LABEL}={run_id}", "status": "running"}):
-            try:
-                processes = api.top(entry["Id"])["Processes"] or []
-            except docker.errors.APIError:
-                continue  # it ended meanwhile
-            if len(processes) > 1:
-                return str(entry["Id"])
-        time.sleep(0.2)
-    raise AssertionError("the grader never ran")
+class _WatchedExecutor(DockerExecutor):
+    """Says which container got the task: the executor keeps others started ahead of need, idle until then."""
+
+    grading: str | None = None
+
+    def _grade_in(self, spare: Any, *args: Any, **kwargs: Any) -> GraderFacts:
+        self.grading = spare.container
+        return super()._grade_in(spare, *args, **kwargs)
 
 
 def _stopped_while_grading(image: str, run_id: str, stop: Callable[[docker.APIClient, str], None]) -> GraderFacts:
     """Grade SLOW_TASK and call `stop(api, container)` once WordPress has booted and the candidate sleeps."""
-    executor = DockerExecutor(GraderSpec(image=image), run_id)
+    executor = _WatchedExecutor(GraderSpec(image=image), run_id)
     executor.preflight()
     api = docker.APIClient()
     result: dict = {}
     worker = threading.Thread(target=lambda: result.update(facts=executor.run_grader(SLOW_TASK)))
     worker.start()
-    grading = grading_container(api, executor.run_id)
-    time.sleep(2)
-    stop(api, grading)
+    deadline = time.monotonic() + 60
+    while executor.grading is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert executor.grading is not None, "the grader never ran"
+    time.sleep(2)  # WordPress has booted; the candidate sleeps
+    stop(api, executor.grading)
     worker.join(120)
     executor.cleanup()
     return result["facts"]

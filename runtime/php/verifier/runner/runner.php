@@ -5,7 +5,7 @@
  * from writable places, no signals to other processes, not dumpable, a data-size limit), and these
  * descriptors (open_basedir is set by lock_down() once WordPress has booted):
  *
- *   0  stdin: "<nonce>\n<job JSON>", read once and closed
+ *   0  stdin: "<nonce>\n<job JSON>", read once (after WordPress has booted) and closed
  *   1  stdout, 2  stderr: candidate output, captured by the supervisor as data (never parsed)
  *   3  the event channel: "WPB1 <nonce> <event JSON>\n" lines, in protocol order
  *      hello → booted → setup → [candidate → assertion…] → teardown → done
@@ -204,34 +204,63 @@ function test_code_result( int $start, ?\Throwable $error, bool $empty ): array 
 	return null === $error ? array( 'ok' => true, 'ms' => ms_since( $start ) ) : array( 'ok' => false, 'ms' => ms_since( $start ), 'error' => describe_throwable( $error ) );
 }
 
-function main(): void {
+/**
+ * Reads "<nonce>\n<job JSON>" from stdin, once. The supervisor sends it when its task has arrived,
+ * which may be after WordPress has booted here.
+ *
+ * @return array{0: string, 1: array}|null
+ */
+function read_job(): ?array {
 	$input = (string) \stream_get_contents( \STDIN );
 	\fclose( \STDIN );
 	$cut   = \strpos( $input, "\n" );
 	$nonce = \substr( $input, 0, (int) $cut );
 	$job   = \json_decode( \substr( $input, (int) $cut + 1 ), true, 512, \JSON_BIGINT_AS_STRING );
-	$input = null;
-	$out   = \fopen( 'php://fd/3', 'wb' );
-	if ( false === $cut || \strlen( $nonce ) < 32 || ! \is_array( $job ) || ! $out ) {
-		\fwrite( \STDERR, "runner: started without a nonce, job or event channel\n" );
+	return false === $cut || \strlen( $nonce ) < 32 || ! \is_array( $job ) ? null : array( $nonce, $job );
+}
+
+function main(): void {
+	$out = \fopen( 'php://fd/3', 'wb' );
+	if ( ! $out ) {
+		\fwrite( \STDERR, "runner: started without an event channel\n" );
 		exit( 70 );
 	}
 	$phase = 'boot';
 	$done  = false;
+	$nonce = null;
+	// Registered before the boot, which runs before the job is read: a boot that dies still reports
+	// "ended" once the supervisor has sent the nonce.
 	\register_shutdown_function(
-		static function () use ( $out, $nonce, &$phase, &$done ): void {
-			if ( ! $done ) {
+		static function () use ( $out, &$nonce, &$phase, &$done ): void {
+			if ( $done ) {
+				return;
+			}
+			if ( null === $nonce ) {
+				$nonce = read_job()[0] ?? null;
+			}
+			if ( null !== $nonce ) {
 				\fwrite( $out, TAG . ' ' . $nonce . ' ' . ended( $phase ) );
 			}
 		}
 	);
 	Issues::install();
-	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'hello', array( 'pid' => \getmypid() ) ) );
 
-	$start = \hrtime( true );
+	// WordPress boots before the job is read: the supervisor starts the runner ahead of its task.
+	$start   = \hrtime( true );
 	boot();
+	$boot_ms = ms_since( $start );
+
+	$read = read_job();
+	if ( null === $read ) {
+		$done = true;
+		\fwrite( \STDERR, "runner: started without a nonce or job\n" );
+		exit( 70 );
+	}
+	[ $nonce, $job ] = $read;
+	$read            = null;
+	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'hello', array( 'pid' => \getmypid() ) ) );
 	$booted = array(
-		'ms'                => ms_since( $start ),
+		'ms'                => $boot_ms,
 		'sandbox'           => lock_down( $job['open_basedir'], $job['guard'] ),
 		'wordpress_version' => $GLOBALS['wp_version'] ?? '',
 		'sqlite_version'    => \defined( 'SQLITE_DRIVER_VERSION' ) ? \constant( 'SQLITE_DRIVER_VERSION' ) : '',

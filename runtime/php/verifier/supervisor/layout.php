@@ -1,7 +1,7 @@
 <?php
 /**
- * The per-test file layout: /run/wpbench from the baseline, the opcache link or copy, the candidate's
- * snippet or plugin files. (Starting and reading the runner: sandbox.php.)
+ * The per-test file layout: /run/wpbench from the baseline, the opcache link or copy (before the task
+ * arrives), then the candidate's snippet or plugin files. (Starting and reading the runner: sandbox.php.)
  */
 
 declare(strict_types=1);
@@ -9,13 +9,10 @@ declare(strict_types=1);
 namespace WPBench\Supervisor;
 
 /**
- * Lays out /run/wpbench for one test and writes the candidate there.
- *
- * @param array<string, mixed> $task
- * @param array{main: string, slug: string}|null $plugin
- * @return array{file: string, plugin: bool}
+ * Lays out /run/wpbench's site for one test: wp-content from the baseline, the opcache link or copy.
+ * Nothing here depends on the task, so it is done before the task arrives.
  */
-function lay_out( array $task, ?array $plugin, string $opcache_mode, string $opcache_id ): array {
+function lay_out_site( string $opcache_mode, string $opcache_id ): void {
 	if ( ! \is_dir( RUN_DIR ) || ! \is_writable( RUN_DIR ) ) {
 		throw new SandboxError( RUN_DIR . ' is not a writable directory: run the grader with a tmpfs there (--tmpfs ' . RUN_DIR . ':size=256m,uid=65532)' );
 	}
@@ -32,13 +29,23 @@ function lay_out( array $task, ?array $plugin, string $opcache_mode, string $opc
 	} elseif ( 'copy' === $opcache_mode ) {
 		copy_tree( OPCACHE_DIR, RUN_DIR . '/opcache' );
 	}
+}
+
+/**
+ * Writes the candidate's snippet or plugin files into the laid-out site.
+ *
+ * @param array<string, mixed> $task
+ * @param array{main: string, slug: string}|null $plugin
+ * @return array{file: string, plugin: bool}
+ */
+function lay_out_candidate( array $task, ?array $plugin ): array {
 	if ( null === $plugin ) {
 		\mkdir( RUN_DIR . '/candidate', 0700 );
 		$file = RUN_DIR . '/candidate/snippet.php';
 		write_file( $file, snippet_source( $task['code'] ) );
 		return array( 'file' => $file, 'plugin' => false );
 	}
-	$dir = "$content/plugins/{$plugin['slug']}";
+	$dir = RUN_DIR . "/wp-content/plugins/{$plugin['slug']}";
 	foreach ( $task['files'] as $path => $body ) {
 		$target = "$dir/$path";
 		if ( ! \is_dir( \dirname( $target ) ) && ! \mkdir( \dirname( $target ), 0755, true ) ) {

@@ -110,17 +110,15 @@ final class Capture {
 }
 
 /**
- * Runs the runner to completion, to the timeout, or until it has said its last word.
+ * Starts the runner before the task is known: it boots WordPress, then waits on stdin for its nonce and
+ * job (run_runner() sends them). Booting reads only the baseline site and trusted code, so nothing the
+ * task carries can reach it; the candidate's files are written afterwards.
  *
  * @param list<string> $argv
- * @return array{protocol: Protocol, stdout: Capture, stderr: Capture, timed_out: bool, exit_code: ?int, signal: ?int, ms: int, exit_ms: ?int}
+ * @return array{proc: resource, pipes: array<int, resource>, pid: int}
  */
-function run_runner( array $argv, array $job, float $timeout, bool $has_test_function, ?Protocol &$protocol = null ): array {
-	$nonce    = \bin2hex( \random_bytes( 32 ) );
-	$protocol = new Protocol( $nonce, $has_test_function, \count( $job['assertions'] ) );
-	$stdin    = $nonce . "\n" . \json_encode( $job, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE | \JSON_THROW_ON_ERROR );
-	$nonce    = null;
-	$env      = array(
+function start_runner( array $argv ): array {
+	$env = array(
 		'PATH'               => '/usr/bin:/bin',
 		'HOME'               => '/tmp',
 		'TMPDIR'             => '/tmp',
@@ -132,13 +130,42 @@ function run_runner( array $argv, array $job, float $timeout, bool $has_test_fun
 	if ( ! \is_file( NATIVE_GUARD ) ) {
 		throw new SandboxError( 'the native guard ' . NATIVE_GUARD . ' is missing from the image' );
 	}
-	$spec     = array( 0 => array( 'pipe', 'r' ), 1 => array( 'pipe', 'w' ), 2 => array( 'pipe', 'w' ), 3 => array( 'pipe', 'w' ) );
-	$start    = \microtime( true );
-	$proc     = \proc_open( $argv, $spec, $pipes, '/opt/wordpress', $env );
+	$spec = array( 0 => array( 'pipe', 'r' ), 1 => array( 'pipe', 'w' ), 2 => array( 'pipe', 'w' ), 3 => array( 'pipe', 'w' ) );
+	$proc = \proc_open( $argv, $spec, $pipes, '/opt/wordpress', $env );
 	if ( ! \is_resource( $proc ) ) {
 		throw new SandboxError( 'could not start the runner process' );
 	}
-	$pid      = \proc_get_status( $proc )['pid'];
+	return array( 'proc' => $proc, 'pipes' => $pipes, 'pid' => \proc_get_status( $proc )['pid'] );
+}
+
+/** Kills a started runner that will get no job (and, as PID 1, everything else). */
+function stop_runner( array $runner ): void {
+	kill_runner( $runner['proc'], $runner['pid'] );
+	foreach ( $runner['pipes'] as $pipe ) {
+		if ( \is_resource( $pipe ) ) {
+			\fclose( $pipe );
+		}
+	}
+	\proc_close( $runner['proc'] );
+	reap_everything();
+}
+
+/**
+ * Sends a started runner its job and runs it to completion, to the timeout, or until it has said its
+ * last word. WordPress's boot allowance counts from here, when the task has arrived.
+ *
+ * @param array{proc: resource, pipes: array<int, resource>, pid: int} $runner
+ * @return array{protocol: Protocol, stdout: Capture, stderr: Capture, timed_out: bool, exit_code: ?int, signal: ?int, ms: int, exit_ms: ?int}
+ */
+function run_runner( array $runner, array $job, float $timeout, bool $has_test_function, ?Protocol &$protocol = null ): array {
+	$nonce    = \bin2hex( \random_bytes( 32 ) );
+	$protocol = new Protocol( $nonce, $has_test_function, \count( $job['assertions'] ) );
+	$stdin    = $nonce . "\n" . \json_encode( $job, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE | \JSON_THROW_ON_ERROR );
+	$nonce    = null;
+	$start    = \microtime( true );
+	$proc     = $runner['proc'];
+	$pipes    = $runner['pipes'];
+	$pid      = $runner['pid'];
 	$captures = array( 1 => new Capture(), 2 => new Capture() );
 	$deadline  = $start + BOOT_ALLOWANCE_SECONDS;
 	$booted    = false;
