@@ -183,6 +183,9 @@ def test_ctrl_c_keeps_partial_and_leaves_no_containers(grader_image, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # Ctrl-C as from a terminal: a test runner started in the background without job control
+        # (`cmd &` in a script) passes SIGINT on as ignored, and Python then installs no handler for it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 120
     partial: list[Path] = []
