@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from urllib.request import Request, urlopen
 
 import pytest
 from clusterkit import Space
@@ -16,10 +17,27 @@ from wpbench_k8s.kube import crd
 from wpbench_k8s.kube.client import CONFIG_MAPS, Kube, Watcher, api_client
 from wpbench_k8s.kube.payload import CHUNK_BUDGET
 
+ETCD = "http://127.0.0.1:23790"  # the local cluster's etcd client URL (scripts/cluster-env.sh)
 
+
+@pytest.fixture
+def history_compacted() -> None:
+    """Compacts etcd at its current revision. The API server compacts every 5 minutes; on a cluster younger than
+    that (a fresh machine's CI) etcd still holds revision 1 and a watch from it is answered, not expired."""
+
+    def post(path: str, body: dict[str, object]) -> dict[str, object]:
+        with urlopen(Request(f"{ETCD}{path}", data=json.dumps(body).encode()), timeout=10) as resp:
+            return json.load(resp)  # type: ignore[no-any-return]
+
+    header = post("/v3/kv/range", {"key": "YQ==", "limit": 1})["header"]
+    assert isinstance(header, dict)
+    post("/v3/kv/compaction", {"revision": header["revision"]})
+
+
+@pytest.mark.usefixtures("history_compacted")
 def test_an_expired_watch_is_an_error_event_in_a_200_stream(space: Space) -> None:
-    """1.37 answers a watch from a resourceVersion older than its watch cache with HTTP 200 and one ERROR
-    event carrying 410 (reason Expired): not an HTTP 410. ("1" is older than any running cache.)"""
+    """1.37 answers a watch from a resourceVersion it no longer holds with HTTP 200 and one ERROR event
+    carrying 410 (reason Expired): not an HTTP 410."""
     resp = space.cluster.core.list_namespaced_config_map(space.namespace, watch=True, resource_version="1",
                                                          timeout_seconds=5, _preload_content=False)  # fmt: skip
     try:
@@ -30,9 +48,10 @@ def test_an_expired_watch_is_an_error_event_in_a_200_stream(space: Space) -> Non
     event = json.loads(line)
     assert event["type"] == "ERROR", event
     assert (event["object"]["code"], event["object"]["reason"]) == (410, "Expired"), event
-    assert event["object"]["message"].startswith("too old resource version: 1 ("), event
+    assert "too old" in event["object"]["message"], event
 
 
+@pytest.mark.usefixtures("history_compacted")
 def test_the_watcher_relists_on_expiry_then_delivers_later_events(
     space: Space, caplog: pytest.LogCaptureFixture
 ) -> None:
