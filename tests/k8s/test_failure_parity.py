@@ -63,9 +63,12 @@ PATHS = {
 def _docker_kill(executor: Executor, space: Space, after: float) -> None:
     api = docker.APIClient()
     label = f"{RUN_LABEL}={executor.run_id}"
-    running = space.wait_for(lambda: api.containers(filters={"label": label, "status": "running"}), 120, "a grader")
+    space.wait_for(lambda: api.containers(filters={"label": label, "status": "running"}), 120, "a grader")
     time.sleep(after)  # WordPress has booted; the candidate sleeps
-    subprocess.run(["docker", "kill", running[0]["Id"]], check=True, capture_output=True)
+    # Every running container of the run: the grader and the spare the executor started beside it (which one
+    # grades is the executor's business; killing only the first listed could leave the grader running).
+    for container in api.containers(filters={"label": label, "status": "running"}):
+        subprocess.run(["docker", "kill", container["Id"]], check=False, capture_output=True)
 
 
 def _pod_delete(executor: Executor, space: Space, after: float) -> None:
