@@ -82,15 +82,17 @@ cert() { # name cn org [san...] : a key and a certificate signed by the cluster 
   rm -f "$PKI/$name.csr" "$ext"
 }
 
-kubeconfig() { # name user : a kubeconfig with the client certificate embedded
-  local file=$PKI/$2.kubeconfig
-  [[ -f $file ]] && return
-  KUBECONFIG=$file kubectl config set-cluster "$CONTEXT" --server="https://$GATEWAY:$API_PORT" \
+write_kubeconfig() { # file user cert : context $CONTEXT as user, its client certificate $PKI/cert.crt embedded
+  KUBECONFIG=$1 kubectl config set-cluster "$CONTEXT" --server="https://$GATEWAY:$API_PORT" \
     --certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
-  KUBECONFIG=$file kubectl config set-credentials "$1" --client-certificate="$PKI/$2.crt" \
-    --client-key="$PKI/$2.key" --embed-certs >/dev/null
-  KUBECONFIG=$file kubectl config set-context "$CONTEXT" --cluster="$CONTEXT" --user="$1" >/dev/null
-  KUBECONFIG=$file kubectl config use-context "$CONTEXT" >/dev/null
+  KUBECONFIG=$1 kubectl config set-credentials "$2" --client-certificate="$PKI/$3.crt" \
+    --client-key="$PKI/$3.key" --embed-certs >/dev/null
+  KUBECONFIG=$1 kubectl config set-context "$CONTEXT" --cluster="$CONTEXT" --user="$2" >/dev/null
+  KUBECONFIG=$1 kubectl config use-context "$CONTEXT" >/dev/null
+}
+
+kubeconfig() { # user cert : a component's own kubeconfig, written once
+  [[ -f $PKI/$2.kubeconfig ]] || write_kubeconfig "$PKI/$2.kubeconfig" "$1" "$2"
 }
 
 pki() {
@@ -291,12 +293,7 @@ merge_kubeconfig() {
   local target=${KUBECONFIG:-$HOME/.kube/config}
   target=${target%%:*}
   mkdir -p "$(dirname "$target")"
-  KUBECONFIG=$target kubectl config set-cluster "$CONTEXT" --server="https://$GATEWAY:$API_PORT" \
-    --certificate-authority="$PKI/ca.crt" --embed-certs >/dev/null
-  KUBECONFIG=$target kubectl config set-credentials "$CONTEXT-admin" --client-certificate="$PKI/admin.crt" \
-    --client-key="$PKI/admin.key" --embed-certs >/dev/null
-  KUBECONFIG=$target kubectl config set-context "$CONTEXT" --cluster="$CONTEXT" --user="$CONTEXT-admin" >/dev/null
-  KUBECONFIG=$target kubectl config use-context "$CONTEXT" >/dev/null
+  write_kubeconfig "$target" "$CONTEXT-admin" admin
 }
 
 # The chart renders the CRD only for the release that owns it (releases share a cluster). A CRD left with no
