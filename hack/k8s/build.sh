@@ -5,18 +5,13 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 version="v1.37.2"
-cache="${WPBENCH_CACHE:-/var/cache/wpbench}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/go-build.sh"
 bin="$cache/k8s/$version/bin"
-export GOMODCACHE="${GOMODCACHE:-$cache/go/mod}" GOCACHE="${GOCACHE:-$cache/go/build}" CGO_ENABLED=0
-export GOFLAGS="-buildvcs=false -mod=mod"
-mkdir -p "$bin"
-exec 9>"$bin/.build.lock"
-flock 9  # one build at a time (a second caller waits, then finds the binaries)
+lock_bin_dir "$bin"
 components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 missing=()
 for c in "${components[@]}"; do [[ -x "$bin/$c" ]] || missing+=("$c"); done
 if ((${#missing[@]} == 0)); then echo "k8s $version binaries present in $bin"; exit 0; fi
-mkdir -p "$bin"
 minor="${version#v1.}"; minor="${minor%%.*}"
 ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do

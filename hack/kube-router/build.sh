@@ -6,13 +6,9 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 module="github.com/cloudnativelabs/kube-router/v2"
 version="$(awk -v m="$module" '$1 == "require" && $2 == m {print $3}' "$here/go.mod")"
-cache="${WPBENCH_CACHE:-/var/cache/wpbench}"
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/go-build.sh"
 bin="$cache/kube-router/$version/bin"
-export GOMODCACHE="${GOMODCACHE:-$cache/go/mod}" GOCACHE="${GOCACHE:-$cache/go/build}" CGO_ENABLED=0
-export GOFLAGS="-buildvcs=false -mod=mod"
-mkdir -p "$bin"
-exec 9>"$bin/.build.lock"
-flock 9  # one build at a time (a second caller waits, then finds the binary)
+lock_bin_dir "$bin"
 if [[ -x "$bin/kube-router" ]]; then echo "kube-router $version present in $bin"; exit 0; fi
 tmp="$(mktemp -d "$bin/.build.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
