@@ -4,7 +4,7 @@
     make bench-k8s-scale    50,050 candidates (350 tests x 143 variants) on 100 kwok nodes
 
 Exit status 0 when every goal is met, 1 when one is missed (the output names it), 2 when the
-scenario itself failed (lost or duplicated verdicts, leftover Jobs).
+scenario itself failed (lost or duplicated verdicts, leftover Jobs, an audit log that misses records).
 """
 
 from __future__ import annotations
@@ -90,8 +90,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"goal {name}: {'met' if g['met'] else 'MISSED'} ({g['value']}; goal {g['goal']})")
     lost = any(r["records"][k] != r["unique_records"][k] for k in r["records"])
     complete = r["records"]["big"] == r["candidates"] and r["phase"] == "Succeeded"
-    if lost or not complete or r["leftover_jobs"]:
-        print("scenario FAILED: verdicts lost or duplicated, or Jobs left behind", file=sys.stderr)
+    # Every record took at least one audited Job creation and one pod-log read: fewer means audit events
+    # were not read (a rotated file, say), and every audited figure above would undercount.
+    graded = sum(r["records"].values())
+    audited = r["writes_by_kind"].get("create jobs", 0) >= graded and r["pod_log_reads"] >= graded
+    if lost or not complete or r["leftover_jobs"] or not audited:
+        print(
+            "scenario FAILED: verdicts lost or duplicated, Jobs left behind, or the audit log incomplete "
+            f"(audited Job creations {r['writes_by_kind'].get('create jobs', 0)} and pod-log reads "
+            f"{r['pod_log_reads']} for {graded} records)",
+            file=sys.stderr,
+        )
         sys.exit(2)
     sys.exit(1 if missed else 0)
 

@@ -124,8 +124,11 @@ class KwokCluster:
         return self.workdir / "kwok" / "clusters" / self.name
 
     @property
-    def audit_log(self) -> Path:
-        return self.cluster_dir / "logs" / "audit.log"
+    def audit_logs(self) -> list[Path]:
+        """The audit log, oldest first: kube-apiserver rotates it at 100 MB (`--audit-log-maxsize`'s
+        default) into audit-<UTC time>.log beside it, so a 50,000-candidate run spans several files."""
+        logs = self.cluster_dir / "logs"
+        return [*sorted(logs.glob("audit-*.log")), logs / "audit.log"]
 
     def _env(self) -> dict[str, str]:
         return {**os.environ, "KWOK_WORKDIR": str(self.workdir / "kwok")}

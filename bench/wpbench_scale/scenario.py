@@ -240,32 +240,33 @@ def _ts(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def read_audit(path: Path) -> dict[str, Any]:
-    """Writes by the controller and by submit, pod creations and pod-log reads, from the audit log."""
+def read_audit(paths: list[Path]) -> dict[str, Any]:
+    """Writes by the controller and by submit, pod creations and pod-log reads, from the audit log's files."""
     controller_writes: list[float] = []
     by_kind: Counter[str] = Counter()
     submit_writes = 0
     pod_creates: list[float] = []
     log_reads: Counter[str] = Counter()
-    with path.open() as lines:
-        for line in lines:
-            event = json.loads(line)
-            agent = event.get("userAgent", "")
-            ref = event.get("objectRef") or {}
-            verb = event.get("verb")
-            resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-            if verb == "get" and resource == "pods/log":
-                log_reads[ref.get("name", "")] += 1
-                continue
-            if resource == "pods" and verb == "create":
-                pod_creates.append(_ts(event["requestReceivedTimestamp"]))
-                continue
-            if agent.startswith("wpbench-controller/"):
-                controller_writes.append(_ts(event["requestReceivedTimestamp"]))
-                by_kind[f"{verb} {resource}"] += 1
-            elif agent.startswith("wpbench-k8s/"):
-                submit_writes += 1
-                by_kind[f"submit: {verb} {resource}"] += 1
+    for path in paths:
+        with path.open() as lines:
+            for line in lines:
+                event = json.loads(line)
+                agent = event.get("userAgent", "")
+                ref = event.get("objectRef") or {}
+                verb = event.get("verb")
+                resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+                if verb == "get" and resource == "pods/log":
+                    log_reads[ref.get("name", "")] += 1
+                    continue
+                if resource == "pods" and verb == "create":
+                    pod_creates.append(_ts(event["requestReceivedTimestamp"]))
+                    continue
+                if agent.startswith("wpbench-controller/"):
+                    controller_writes.append(_ts(event["requestReceivedTimestamp"]))
+                    by_kind[f"{verb} {resource}"] += 1
+                elif agent.startswith("wpbench-k8s/"):
+                    submit_writes += 1
+                    by_kind[f"submit: {verb} {resource}"] += 1
     return {
         "controller_writes": controller_writes,
         "submit_writes": submit_writes,
@@ -397,7 +398,7 @@ def run_scenario(s: Scenario, say: Any = print) -> dict[str, Any]:
         end_writes = counter_sum(cluster.metrics(), "apiserver_request_total", verb=WRITE_VERBS_HTTP)
         storage = result_storage(core)
         records = {name: fetch_records(kubeconfig, name, tmp) for name in ("big", "small", "small-alone")}
-        audit = read_audit(cluster.audit_log)
+        audit = read_audit(cluster.audit_logs)
         shards = json.loads(
             core.list_namespaced_config_map(
                 NAMESPACE, label_selector="app.kubernetes.io/component=results", _preload_content=False
