@@ -174,3 +174,31 @@ def test_status_alone_decides_only_when_the_log_is_not_the_answer():
     assert status_facts(job("Complete"), pod(0), test_id="t-1") is None
     assert status_facts(job(), pod(137, term_reason="OOMKilled"), test_id="t-1") is not None
     assert job_finished(job("Complete")) and job_finished(job()) and not job_finished(job(None))
+
+
+def _deleted(p: dict, *, at: str, grace: int = 30) -> dict:
+    p["metadata"].update({"deletionTimestamp": at, "deletionGracePeriodSeconds": grace})
+    return p
+
+
+def test_a_pod_deleted_while_its_grader_runs_was_stopped_from_outside_not_never_ran():
+    # Seen in CI (tests/k8s/test_failure_parity.py): `delete pod` on a running grader; the Job controller
+    # counts a terminating pod as failed at once, so the Job was finished while the pod, being deleted,
+    # still showed its container running (no terminated state yet).
+    running = _deleted(pod(None), at="2026-01-01T00:00:33Z")
+    facts = attempt_facts(job(reason="BackoffLimitExceeded"), running, test_id="t-1", log=b"")
+    assert facts.stopped_from_outside and facts.started and "deleted while running" in facts.detail
+    decision = decide_outcome(facts)
+    # retried, then infra_error (excluded): never scored as the candidate's
+    assert isinstance(decision, Infra) and settle(decision) is None
+    # Killed by the deletion's SIGTERM (finished after it was asked for at 00:00:03): the same, whatever its log says.
+    killed = _deleted(pod(143), at="2026-01-01T00:00:31Z")
+    assert attempt_facts(job(reason="BackoffLimitExceeded"), killed, test_id="t-1", log=b"x").stopped_from_outside
+
+
+def test_a_pod_deleted_after_its_grader_ended_is_read_from_its_log():
+    # The grader finished at 00:00:02; the deletion was asked for at 00:00:10 (deletionTimestamp minus the grace).
+    ended = _deleted(pod(0), at="2026-01-01T00:00:40Z")
+    log = (VERDICT.model_dump_json() + "\n").encode()
+    assert status_facts(job("Complete"), ended, test_id="t-1") is None
+    assert isinstance(decide(job("Complete"), ended, log=log), Scored)

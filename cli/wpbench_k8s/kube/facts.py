@@ -3,8 +3,8 @@
 What the facts mean is decided in `wpbench_k8s.outcome.decide_outcome`, for every backend alike.
 Here only the reading: which pod condition, container state or Job condition says what.
 
-- DisruptionTarget, eviction, a lost node, a pod gone after the Job counted it failed, the Job's own
-  deadline after a late start                                                  -> stopped from outside
+- DisruptionTarget, eviction, a lost node, a pod deleted before its grader ended, a pod gone after the Job
+  counted it failed, the Job's own deadline after a late start                 -> stopped from outside
 - the grader container's reason OOMKilled                                      -> OOM-killed
 - the pod's activeDeadlineSeconds (status.reason DeadlineExceeded)            -> the outer deadline
 - no container ever ran (unschedulable, quota, image pull)                     -> never started
@@ -73,10 +73,30 @@ def events_reason(events: list[dict[str, Any]]) -> str:
     return f"{newest.get('reason', '')}: {newest.get('message', '')}".strip(": ")
 
 
+def _when(stamp: object) -> datetime:
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+
+
+def deleted_before_it_ended(pod: dict[str, Any], term: dict[str, Any]) -> bool:
+    """Someone deleted the pod (`kubectl delete pod`, a drain without eviction) before its grader ended on its
+    own. The Job controller counts a terminating pod as failed at once, so its Job can be finished while the
+    pod still runs or is being killed: such a pod neither "never ran" nor exited on its own. The deletion was
+    asked for at deletionTimestamp minus the grace period; a grader that finished before then ended by itself."""
+    meta = pod.get("metadata") or {}
+    if not meta.get("deletionTimestamp"):
+        return False
+    if not term.get("finishedAt"):
+        return True
+    try:
+        asked = _when(meta["deletionTimestamp"]).timestamp() - float(meta.get("deletionGracePeriodSeconds") or 0)
+        return _when(term["finishedAt"]).timestamp() >= asked
+    except ValueError:
+        return True
+
+
 def _millis(term: dict[str, Any]) -> int:
     try:
-        start = datetime.fromisoformat(str(term["startedAt"]).replace("Z", "+00:00"))
-        end = datetime.fromisoformat(str(term["finishedAt"]).replace("Z", "+00:00"))
+        start, end = _when(term["startedAt"]), _when(term["finishedAt"])
     except (KeyError, ValueError):
         return 0
     return max(0, int((end - start).total_seconds() * 1000))
@@ -103,6 +123,8 @@ def status_facts(job: dict[str, Any], pod: dict[str, Any] | None, *, test_id: st
     if disruption or status.get("reason") in _STOPPED_POD_REASONS:
         why = (disruption or {}).get("reason") or status.get("reason")
         return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"pod {pod_name}: {why}")
+    if deleted_before_it_ended(pod, term):
+        return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"pod {pod_name}: deleted while running")
     if not term:
         why = waiting_reason(pod) or status.get("message") or failed.get("message") or "container never started"
         return GraderFacts(test_id=test_id, started=False, infra_reason=f"pod {pod_name} never ran: {why}")
