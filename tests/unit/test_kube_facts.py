@@ -186,6 +186,7 @@ def test_a_pod_deleted_while_its_grader_runs_was_stopped_from_outside_not_never_
     # counts a terminating pod as failed at once, so the Job was finished while the pod, being deleted,
     # still showed its container running (no terminated state yet).
     running = _deleted(pod(None), at="2026-01-01T00:00:33Z")
+    running["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
     facts = attempt_facts(job(reason="BackoffLimitExceeded"), running, test_id="t-1", log=b"")
     assert facts.stopped_from_outside and facts.started and "deleted while running" in facts.detail
     decision = decide_outcome(facts)
@@ -202,3 +203,11 @@ def test_a_pod_deleted_after_its_grader_ended_is_read_from_its_log():
     log = (VERDICT.model_dump_json() + "\n").encode()
     assert status_facts(job("Complete"), ended, test_id="t-1") is None
     assert isinstance(decide(job("Complete"), ended, log=log), Scored)
+
+
+def test_a_pending_pod_deleted_at_the_jobs_deadline_never_ran_and_says_why():
+    # The Job controller deletes a pod still waiting for CPU when the Job's deadline passes: never started.
+    why = "0/1 nodes are available: 1 Insufficient cpu."
+    waiting = _deleted(pod(None, unschedulable=why), at="2026-01-01T00:10:30Z")
+    facts = attempt_facts(job(reason="DeadlineExceeded"), waiting, test_id="t-1")
+    assert not facts.started and not facts.stopped_from_outside and "Insufficient cpu" in facts.infra_reason

@@ -83,8 +83,9 @@ def deleted_before_it_ended(pod: dict[str, Any], term: dict[str, Any]) -> bool:
     pod still runs or is being killed: such a pod neither "never ran" nor exited on its own. The deletion was
     asked for at deletionTimestamp minus the grace period; a grader that finished before then ended by itself."""
     meta = pod.get("metadata") or {}
-    if not meta.get("deletionTimestamp"):
-        return False
+    running = bool((_container_status(pod).get("state") or {}).get("running"))
+    if not meta.get("deletionTimestamp") or not (running or term):
+        return False  # not deleted, or deleted before its grader started (the Job's deadline): never ran
     if not term.get("finishedAt"):
         return True
     try:
