@@ -211,3 +211,16 @@ def test_a_pending_pod_deleted_at_the_jobs_deadline_never_ran_and_says_why():
     waiting = _deleted(pod(None, unschedulable=why), at="2026-01-01T00:10:30Z")
     facts = attempt_facts(job(reason="DeadlineExceeded"), waiting, test_id="t-1")
     assert not facts.started and not facts.stopped_from_outside and "Insufficient cpu" in facts.infra_reason
+
+
+def test_what_the_candidate_caused_outranks_a_deletion_that_came_after_it():
+    # The pod's own deadline fired (the kubelet's kill) and the pod was then deleted, say by the Job controller
+    # at the Job's deadline while the kill ran: still the candidate's timeout once retries are spent, not excluded.
+    late = _deleted(pod(None, pod_reason="DeadlineExceeded"), at="2026-01-01T00:00:33Z")
+    late["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    decision = decide(job(reason="DeadlineExceeded"), late)
+    assert isinstance(decision, Infra) and decision.fallback is not None and decision.fallback.status == "timeout"
+    # OOM-killed, then deleted: OOM (the candidate's error once retries are spent), not a stop from outside.
+    oom = _deleted(pod(137, term_reason="OOMKilled"), at="2026-01-01T00:00:31Z")
+    facts = attempt_facts(job(reason="BackoffLimitExceeded"), oom, test_id="t-1", log=b"")
+    assert facts.oom_killed and not facts.stopped_from_outside

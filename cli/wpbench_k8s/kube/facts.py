@@ -124,11 +124,11 @@ def status_facts(job: dict[str, Any], pod: dict[str, Any] | None, *, test_id: st
     if disruption or status.get("reason") in _STOPPED_POD_REASONS:
         why = (disruption or {}).get("reason") or status.get("reason")
         return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"pod {pod_name}: {why}")
-    if deleted_before_it_ended(pod, term):
-        return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"pod {pod_name}: deleted while running")
-    if not term:
+    deleted = deleted_before_it_ended(pod, term)
+    if not term and not deleted:
         why = waiting_reason(pod) or status.get("message") or failed.get("message") or "container never started"
         return GraderFacts(test_id=test_id, started=False, infra_reason=f"pod {pod_name} never ran: {why}")
+    # What the candidate's own run caused (OOM, the pod's deadline) outranks a deletion that came after it.
     duration = _millis(term)
     if term.get("reason") == "OOMKilled":
         return GraderFacts(test_id=test_id, oom_killed=True, duration_ms=duration, detail=f"pod {pod_name}")
@@ -138,6 +138,8 @@ def status_facts(job: dict[str, Any], pod: dict[str, Any] | None, *, test_id: st
     if failed.get("reason") == "DeadlineExceeded":
         # The Job's deadline (start allowance + the pod's) passed before the pod's own: it started late.
         return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"job {name}: DeadlineExceeded")
+    if deleted:
+        return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"pod {pod_name}: deleted while running")
     return None
 
 
