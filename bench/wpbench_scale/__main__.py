@@ -92,12 +92,12 @@ def main(argv: list[str] | None = None) -> None:
     complete = r["records"]["big"] == r["candidates"] and r["phase"] == "Succeeded"
     # Every record took at least one audited Job creation and one pod-log read: fewer means audit events
     # were not read (a rotated file, say), and every audited figure above would undercount.
-    graded = sum(r["records"].values())
-    audited = r["writes_by_kind"].get("create jobs", 0) >= graded and r["pod_log_reads"] >= graded
+    graded, job_creates = sum(r["records"].values()), r["writes_by_kind"].get("create jobs", 0)
+    audited = job_creates >= graded and r["pod_log_reads"] >= graded
     if lost or not complete or r["leftover_jobs"] or not audited:
         print(
             "scenario FAILED: verdicts lost or duplicated, Jobs left behind, or the audit log incomplete "
-            f"(audited Job creations {r['writes_by_kind'].get('create jobs', 0)} and pod-log reads "
+            f"(audited Job creations {job_creates} and pod-log reads "
             f"{r['pod_log_reads']} for {graded} records)",
             file=sys.stderr,
         )
