@@ -7,24 +7,59 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
+from collections.abc import Iterator
 from urllib.request import Request, urlopen
 
 import pytest
-from clusterkit import Space
+from clusterkit import TEST_LABEL, Cluster, Space
 from kubernetes.client.exceptions import ApiException
 
 from wpbench_k8s.kube import crd
-from wpbench_k8s.kube.client import CONFIG_MAPS, Kube, Watcher, api_client
+from wpbench_k8s.kube.client import Kind, Kube, Watcher, api_client
 from wpbench_k8s.kube.payload import CHUNK_BUDGET
 
 ETCD = "http://127.0.0.1:23790"  # the local cluster's etcd client URL (scripts/cluster-env.sh)
 
 
 @pytest.fixture
-def history_compacted() -> None:
-    """Compacts etcd at its current revision. The API server compacts every 5 minutes; on a cluster younger than
-    that (a fresh machine's CI) etcd still holds revision 1 and a watch from it is answered, not expired."""
+def fresh_kind(kube: Cluster) -> Iterator[Kind]:
+    """A resource type whose API-server watch cache was born a moment ago, so a watch from resourceVersion 1 is
+    expired whatever the cluster's age.
 
+    The watch cache of a built-in type starts when the API server does; on a cluster whose API server started on
+    an empty etcd (a fresh machine's CI) it starts near revision 1 and, until its ring buffer evicts something, it
+    still answers a watch from revision 1 with every event since (as a young cluster did). A CRD's watch cache starts
+    when the CRD is established, at the current revision, so revision 1 is older than anything it holds. etcd is
+    compacted too, so a watch the API server passes on to etcd is refused the same way."""
+    group = "expiry.test.wpbench-k8s.org"
+    plural = f"probes{uuid.uuid4().hex[:8]}"
+    schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    kube.kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}", "labels": {TEST_LABEL: "true"}},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": plural, "singular": plural[:-1], "kind": plural.capitalize()},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}]},
+    }))  # fmt: skip
+    kind = Kind(f"{group}/v1", plural)
+    try:
+        kube.kubectl("wait", "--for=condition=Established", f"crd/{plural}.{group}", "--timeout=60s")
+        deadline = time.monotonic() + 60
+        while True:  # 429 while the new watch cache initialises; then a watch from 1 is answered with 410
+            try:
+                kube.custom.list_cluster_custom_object(group, "v1", plural, resource_version="0")
+                break
+            except ApiException:
+                assert time.monotonic() < deadline, "the new watch cache never served a list"
+                time.sleep(0.5)
+        _compact_etcd()
+        yield kind
+    finally:
+        kube.kubectl("delete", "crd", f"{plural}.{group}", "--wait=false", check=False)
+
+
+def _compact_etcd() -> None:
     def post(path: str, body: dict[str, object]) -> dict[str, object]:
         with urlopen(Request(f"{ETCD}{path}", data=json.dumps(body).encode()), timeout=10) as resp:
             return json.load(resp)  # type: ignore[no-any-return]
@@ -34,12 +69,21 @@ def history_compacted() -> None:
     post("/v3/kv/compaction", {"revision": header["revision"]})
 
 
-@pytest.mark.usefixtures("history_compacted")
-def test_an_expired_watch_is_an_error_event_in_a_200_stream(space: Space) -> None:
+def _create(space: Space, kind: Kind, name: str) -> None:
+    group, version = kind.api_version.split("/")
+    space.cluster.custom.create_namespaced_custom_object(group, version, space.namespace, kind.plural,
+                                                         {"apiVersion": kind.api_version, "kind": kind.plural.capitalize(),
+                                                          "metadata": {"name": name}})  # fmt: skip
+
+
+def test_an_expired_watch_is_an_error_event_in_a_200_stream(space: Space, fresh_kind: Kind) -> None:
     """1.37 answers a watch from a resourceVersion it no longer holds with HTTP 200 and one ERROR event
     carrying 410 (reason Expired): not an HTTP 410."""
-    resp = space.cluster.core.list_namespaced_config_map(space.namespace, watch=True, resource_version="1",
-                                                         timeout_seconds=5, _preload_content=False)  # fmt: skip
+    _create(space, fresh_kind, "present")  # something a replay from revision 1 would deliver
+    group, version = fresh_kind.api_version.split("/")
+    resp = space.cluster.custom.list_namespaced_custom_object(group, version, space.namespace, fresh_kind.plural,
+                                                              watch=True, resource_version="1", timeout_seconds=5,
+                                                              _preload_content=False)  # fmt: skip
     try:
         assert resp.status == 200
         (line,) = [line for line in resp.data.decode().splitlines() if line.strip()]
@@ -51,21 +95,19 @@ def test_an_expired_watch_is_an_error_event_in_a_200_stream(space: Space) -> Non
     assert "too old" in event["object"]["message"], event
 
 
-@pytest.mark.usefixtures("history_compacted")
 def test_the_watcher_relists_on_expiry_then_delivers_later_events(
-    space: Space, caplog: pytest.LogCaptureFixture
+    space: Space, fresh_kind: Kind, caplog: pytest.LogCaptureFixture
 ) -> None:
-    core = space.cluster.core
-    core.create_namespaced_config_map(space.namespace, {"metadata": {"name": "before"}})
+    _create(space, fresh_kind, "before")
     kube = Kube(api_client(str(space.kubeconfig)))
-    watcher = Watcher(kube, CONFIG_MAPS, space.namespace, resource_version="1", deadline=time.monotonic() + 120)
+    watcher = Watcher(kube, fresh_kind, space.namespace, resource_version="1", deadline=time.monotonic() + 120)
     seen: list[tuple[str, str]] = []
     with caplog.at_level(logging.INFO, logger="wpbench_k8s.kube.client"):
         for event in watcher:
             name = event.object["metadata"]["name"]
             seen.append((event.type, name))
             if (event.type, name) == ("LISTED", "before"):  # the relist: a write now comes as a watch event
-                core.create_namespaced_config_map(space.namespace, {"metadata": {"name": "after"}})
+                _create(space, fresh_kind, "after")
             if (event.type, name) == ("ADDED", "after"):
                 watcher.stop()
     assert watcher.relists == 1
