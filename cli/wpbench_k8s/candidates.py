@@ -68,6 +68,14 @@ def reference_candidate(test: ExecutionTest) -> Candidate:
     return Candidate(code=test.reference_solution, label="reference")
 
 
+def alternative_candidates(test: ExecutionTest) -> list[Candidate]:
+    """The test's other correct solutions (`alternative_solutions`): each must pass like the reference."""
+    return [
+        Candidate(code=alt.code, files=alt.files, label=f"alternative:{i + 1} ({alt.description})")
+        for i, alt in enumerate(test.alternative_solutions)
+    ]
+
+
 def exploit_battery(test: ExecutionTest) -> list[Candidate]:
     """Empty code, stubs of the test function returning each trivial value, attacks on the grader
     itself (GENERAL_EXPLOITS), and the test's authored exploits."""

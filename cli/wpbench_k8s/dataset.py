@@ -32,6 +32,23 @@ class TestMetadata(BaseModel):
     source_refs: list[str] = Field(default_factory=list)
 
 
+class AnswerProbes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    accept: list[str] = Field(default_factory=list)
+    reject: list[str] = Field(default_factory=list)
+
+
+class KnowledgeMetadata(TestMetadata):
+    """A knowledge test's metadata; for a short answer, what its matcher is checked against.
+
+    `sample_answer` is a right answer as a model would write it (the hedge baseline uses it);
+    `probes.accept` are replies that must score 1 and `probes.reject` near-misses that must score 0
+    (`dataset validate` grades both with the suite's scoring rules)."""
+
+    sample_answer: str | None = None
+    probes: AnswerProbes | None = None
+
+
 class ExploitSolution(BaseModel):
     """An authored cheat that must fail: code for snippets, files for plugin artifacts."""
 
@@ -39,6 +56,14 @@ class ExploitSolution(BaseModel):
     description: str = ""
     code: str | None = None
     files: dict[str, str] | None = None
+
+
+class AlternativeSolution(ExploitSolution):
+    """Another correct solution that must pass: a choice the prompt leaves open (a trailing slash,
+    markup, option order) taken the other way from the reference. `--check-reference-solution`
+    grades every one beside the reference."""
+
+    description: str = Field(min_length=1)
 
 
 class ExecutionTest(BaseModel):
@@ -60,6 +85,7 @@ class ExecutionTest(BaseModel):
     static_checks: StaticChecks = Field(default_factory=StaticChecks)
     runtime_checks: RuntimeChecks = Field(default_factory=RuntimeChecks)
     exploit_solutions: list[ExploitSolution] = Field(default_factory=list)
+    alternative_solutions: list[AlternativeSolution] = Field(default_factory=list)
     timeout_seconds: float | None = Field(default=None, gt=0)
     metadata: TestMetadata = Field(default_factory=TestMetadata)
 
@@ -73,6 +99,13 @@ class ExecutionTest(BaseModel):
             raise ValueError("wp_plugin_files tests take reference_files, not reference_solution")
         if self.reference_files is not None and len(self.reference_files) > PLUGIN_MAX_FILES:
             raise ValueError(f"reference_files has more than {PLUGIN_MAX_FILES} files")
+        plugin = self.artifact_kind == "wp_plugin_files"
+        for i, alt in enumerate(self.alternative_solutions):
+            if (alt.files is not None) != plugin or (alt.code is not None) == plugin:
+                want = "files (a map of path to content)" if plugin else "code"
+                raise ValueError(f"alternative_solutions.{i}: a {self.artifact_kind} test's alternative gives {want}")
+            if alt.files is not None and len(alt.files) > PLUGIN_MAX_FILES:
+                raise ValueError(f"alternative_solutions.{i}: more than {PLUGIN_MAX_FILES} files")
         return self
 
     def test_function_name(self) -> str | None:
@@ -108,7 +141,7 @@ class KnowledgeTest(BaseModel):
     answer_type: Literal["exact", "contains"] | None = None
     accepted_answers: list[str] = Field(default_factory=list)
     explanation: str = ""
-    metadata: TestMetadata = Field(default_factory=TestMetadata)
+    metadata: KnowledgeMetadata = Field(default_factory=KnowledgeMetadata)
 
     @property
     def test_type(self) -> Literal["knowledge"]:
@@ -306,7 +339,15 @@ def load_suite_jsonl(path: Path, suite: str | None = None) -> Suite:
 
 
 # Nested objects are exported as JSON strings so every row has the same flat column types.
-_JSON_COLUMNS = ("static_checks", "runtime_checks", "reference_files", "metadata", "exploit_solutions", "choices")
+_JSON_COLUMNS = (
+    "static_checks",
+    "runtime_checks",
+    "reference_files",
+    "metadata",
+    "exploit_solutions",
+    "alternative_solutions",
+    "choices",
+)
 # Upstream's Hugging Face export also encodes `requirements`, and fills the columns of the other
 # test kind with empty values ("", "[]", "{}"); those are dropped so each row reads as its kind.
 _UPSTREAM_JSON_COLUMNS = ("requirements",)

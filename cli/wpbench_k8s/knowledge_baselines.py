@@ -18,7 +18,6 @@ in 150; on the 59 four-option tests of wpk-core-v1 the flag needs 27 or more rig
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,21 +35,15 @@ BASELINES = (
     "hedge",
 )
 
-# `\b`, `(?<!\w)`, `(?<![\w])`, `^`, `$` around a plain name: the regex of a one-name answer.
-_ANCHORS = re.compile(r"^(?:\^|\\b|\(\?<!\[?\\w\]?\))*(?P<body>.*?)(?:\$|\\b)*$")
-
 
 def sample_answer(test: KnowledgeTest) -> str | None:
-    """A right short answer: `metadata.sample_answer`, the expected text, or a regex's literal name."""
-    given = (test.metadata.model_extra or {}).get("sample_answer")
-    if isinstance(given, str) and given.strip():
+    """A right short answer as a model would write it: `metadata.sample_answer`; without one, the
+    expected text of an `exact` or `contains` test. A regex is never read as an answer: a matcher that
+    rejects its own key must show up here, not be hidden by the pattern's literal text."""
+    given = test.metadata.sample_answer
+    if given and given.strip():
         return given.strip()
-    if test.match != "regex":
-        return test.correct_answer
-    match = _ANCHORS.match(test.correct_answer)
-    body = match.group("body") if match else ""
-    literal = body.replace("\\", "")
-    return literal if literal and re.fullmatch(r"[\w$:>-]+", literal) and re.escape(literal) == body else None
+    return test.correct_answer if test.match != "regex" else None
 
 
 def longest_key(test: KnowledgeTest) -> str:

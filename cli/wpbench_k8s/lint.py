@@ -8,7 +8,7 @@ from typing import Literal
 
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, Suite
 from wpbench_k8s.knowledge_baselines import sample_answer
-from wpbench_k8s.models.knowledge import score_knowledge
+from wpbench_k8s.models.knowledge import DEFAULT_RULES, score_knowledge
 
 # The verifier's rule (runtime/php/verifier/common/patterns.php): one of these delimiters, the same
 # one at the end plus PCRE flags, and no unescaped delimiter in between; anything else is wrapped.
@@ -79,6 +79,10 @@ def lint_execution(test: ExecutionTest) -> list[Problem]:
                 re.compile(body, flags)
             except re.error as exc:
                 out.append(Problem("error", f"{where}, static_checks.{group}.{i}", f"regex does not compile: {exc}"))
+    for i, alt in enumerate(test.alternative_solutions):
+        if (alt.code, alt.files) == (test.reference_solution, test.reference_files):
+            msg = "is the reference solution itself: an alternative must take a choice the other way"
+            out.append(Problem("error", f"{where}, alternative_solutions.{i}", msg))
     if test.test_function and not test.test_function_name():
         out.append(Problem("error", where, f"test_function {test.test_function!r} has no function name"))
     name = test.test_function_name()
@@ -90,7 +94,34 @@ def lint_execution(test: ExecutionTest) -> list[Problem]:
     return out
 
 
-def lint_knowledge(test: KnowledgeTest) -> list[Problem]:
+def lint_short_answer(test: KnowledgeTest, rules: str = DEFAULT_RULES, required: bool = True) -> list[Problem]:
+    """The matcher against what it must judge: the sample answer and every probe must score as the
+    author says. Missing sample or probes are errors when `required` (our suites), else warnings."""
+    out: list[Problem] = []
+    where = f"test {test.id}"
+    missing: Literal["error", "warning"] = "error" if required else "warning"
+    sample = sample_answer(test)
+    if test.metadata.sample_answer is None:
+        msg = "no metadata.sample_answer: give a right answer as a model would write it"
+        out.append(Problem(missing, where, msg))
+    if sample is not None and score_knowledge(test, f"Answer: {sample}", rules).score != 1.0:
+        msg = f"its own sample answer {sample!r} scores 0 (set metadata.sample_answer or fix the matcher)"
+        out.append(Problem("error", where, msg))
+    probes = test.metadata.probes
+    if probes is None or not probes.accept or not probes.reject:
+        msg = "metadata.probes needs accept (right phrasings, must score 1) and reject (near-misses, must score 0)"
+        out.append(Problem(missing, where, msg))
+    for field, replies, want in (("accept", probes.accept if probes else [], 1.0),
+                                 ("reject", probes.reject if probes else [], 0.0)):  # fmt: skip
+        for i, reply in enumerate(replies):
+            got = score_knowledge(test, reply, rules)
+            if got.score != want:
+                msg = f"probe {reply!r} scores {got.score:g}, must score {want:g} ({got.reason})"
+                out.append(Problem("error", f"{where}, metadata.probes.{field}.{i}", msg))
+    return out
+
+
+def lint_knowledge(test: KnowledgeTest, rules: str = DEFAULT_RULES, required: bool = True) -> list[Problem]:
     out: list[Problem] = []
     where = f"test {test.id}"
     extra = set(test.model_extra or {}) - _KNOWN_KNOW_KEYS
@@ -99,20 +130,16 @@ def lint_knowledge(test: KnowledgeTest) -> list[Problem]:
     if test.type == "short_answer" and test.choices:
         out.append(Problem("warning", where, "short_answer with choices: the choices are ignored"))
     if test.type == "short_answer":
-        sample = sample_answer(test)
-        if sample is None:
-            msg = "regex answer without metadata.sample_answer: the hedge baseline cannot check this test"
-            out.append(Problem("warning", where, msg))
-        elif score_knowledge(test, f"Answer: {sample}").score != 1.0:
-            msg = f"its own sample answer {sample!r} scores 0 (set metadata.sample_answer or fix the matcher)"
-            out.append(Problem("error", where, msg))
+        out.extend(lint_short_answer(test, rules, required))
     return out
 
 
 def lint_suite(suite: Suite) -> list[Problem]:
+    """Every test's authoring checks; probes are scored with the rules of the suite's own profile,
+    and only our own suites must carry sample answers and probes (upstream's do not)."""
     problems: list[Problem] = []
     for e in suite.execution:
         problems.extend(lint_execution(e))
     for k in suite.knowledge:
-        problems.extend(lint_knowledge(k))
+        problems.extend(lint_knowledge(k, rules=suite.format, required=suite.format == "wpbench"))
     return problems

@@ -57,8 +57,17 @@ def knowledge_baseline_report(manifest: RunManifest, records: list[Record]) -> d
 
 
 def reference_report(records: list[Record]) -> dict[str, Any]:
-    failing = {r.test_id: f"{r.grader.status}: {r.grader.reason}" for r in records if not r.scores.execution_pass}
-    return {"tests_checked": len(records), "failing": dict(sorted(failing.items()))}
+    """Reference and alternative solutions that fail, keyed `test_id` or `test_id (alternative-N)`."""
+
+    def name(r: Record) -> str:
+        return r.test_id if r.variant == "baseline" else f"{r.test_id} ({r.variant})"
+
+    failing = {name(r): f"{r.grader.status}: {r.grader.reason}" for r in records if not r.scores.execution_pass}
+    return {
+        "tests_checked": len({r.test_id for r in records}),
+        "solutions_checked": len(records),
+        "failing": dict(sorted(failing.items())),
+    }
 
 
 def mode_sections(manifest: RunManifest, records: list[Record], console: Console | None = None) -> dict[str, Any]:
@@ -289,6 +298,6 @@ class LocalRun:
             failing = extra["reference"]["failing"]
             for test_id, why in failing.items():
                 console.print(f"[red]reference fails[/] {test_id}: {why[:300]}")
-            console.print(f"{len(records) - len(failing)} of {len(records)} reference solutions pass")
+            console.print(f"{len(records) - len(failing)} of {len(records)} reference and alternative solutions pass")
             return 1 if failing else 0
         return 0

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from wpbench_k8s import upstream_compat
-from wpbench_k8s.candidates import exploit_battery, load_completions, reference_candidate
+from wpbench_k8s.candidates import alternative_candidates, exploit_battery, load_completions, reference_candidate
 from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.knowledge_baselines import baseline_completions
@@ -74,13 +74,17 @@ def _item(plan: Plan, test: AnyTest, candidate: Candidate | None, **fields: Any)
 
 
 class ReferenceSource:
-    """Each execution test's reference solution (a check of the tests, not of a model)."""
+    """Each execution test's reference solution and its alternative solutions (a check of the tests,
+    not of a model): every one must pass."""
 
     def items(self, plan: Plan) -> list[ManifestItem]:
         items = []
         for test in plan.selected:
             assert isinstance(test, ExecutionTest)  # selection is execution-only in this mode
             items.append(_item(plan, test, reference_candidate(test), item_id=test.id, model=REFERENCE_MODEL))
+            for i, cand in enumerate(alternative_candidates(test), 1):
+                items.append(_item(plan, test, cand, item_id=f"{test.id}--alt-{i}", model=REFERENCE_MODEL,
+                                   variant=f"alternative-{i}"))  # fmt: skip
         return items
 
 

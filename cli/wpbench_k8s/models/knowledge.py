@@ -18,7 +18,10 @@ line as a whole token, so `register_setting` is not found in `unregister_setting
 (Python `re.search`, case-insensitive, on the answer line). A match scores 0 when the answer line
 also names a rival of the same kind: another code identifier (a name with `_`, `$`, `::` or `->`)
 when the match is one, another number when it is a number. Arguments inside the parentheses of the
-matched call (`did_action( 'init' )`) are not rivals; names that themselves match are not either.
+matched call (`did_action( 'init' )`) are not rivals; names that themselves match are not either, nor
+a call whose first argument is the quoted match (`add_action( 'rest_api_init', 'my_routes' )`,
+`get_option( 'rewrite_rules' )`: the callee and its other arguments). A rival must be a code name or
+a number: "rest_api_init or init" still scores 1, since "init" reads as a word.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ ScoreRules = Callable[[KnowledgeTest, str], KnowledgeScore]
 _QUOTES = "*`'\"\u201c\u201d\u2018\u2019"
 _LABEL = re.compile(r"(?im)^\s*(?:\*\*)?(?:final\s+)?answer(?:\*\*)?\s*[:\-]\s*(?:\*\*)?\s*(.+)$")
 # Tokens an answer line can name: code identifiers (with `$`, `::`, `->`) and numbers.
+# A call written around a quoted name as its first argument: `add_action( '` before the match.
+_CALL_AROUND = re.compile(r"(?<![\w$>:])[A-Za-z_]\w*\s*(\()\s*['\"`]$")
 _TOKEN = re.compile(r"\$?[A-Za-z_]\w*(?:(?:::|->)\$?\w+)*|(?<![\w./])\d+(?:\.\d+)*(?![\w.]*\w)")
 
 
@@ -177,6 +182,9 @@ def rivals(test: KnowledgeTest, line: str) -> list[str]:
     covered = list(spans)
     for t in hit_tokens:
         covered.append((t.start(), _call_arguments_end(line, t.end())))
+        call = _CALL_AROUND.search(line, 0, t.start())
+        if call:
+            covered.append((call.start(), _call_arguments_end(line, call.start(1))))
     hit_names = {t.group().casefold() for t in hit_tokens}
     out = []
     for t in tokens:
