@@ -130,6 +130,36 @@ def test_exploit_audit_flags_a_cheatable_test_and_exits_nonzero(grader_image, tm
     )
 
 
+def test_reference_check_grades_alternatives_and_fails_on_an_over_specific_test(grader_image, tmp_path):
+    """The prompt leaves the trailing slash open; the assertion wants home_url( '/' ): the alternative fails."""
+    suite = tmp_path / "strict"
+    (suite / "execution").mkdir(parents=True)
+    link = "function strict_link(): string { return '<a href=\"' . esc_url( home_url( %s ) ) . '\">Home</a>'; }"
+    test = {
+        "id": "strict-001", "category": "strict", "prompt": "Return a link to the home page.",
+        "test_function": "strict_link(): string",
+        "runtime_checks": {"assertions": [{"type": "custom_assertion",
+            "code": "return strict_link() === '<a href=\"' . esc_url( home_url( '/' ) ) . '\">Home</a>';"}]},
+        "reference_solution": link % "'/'",
+        "alternative_solutions": [{"description": "no trailing slash", "code": link % ""},
+                                  {"description": "home_url( '/' ) again, written apart", "code": link % "'/'" + "\n// apart"}],
+        "metadata": {"source_refs": ["wp-includes/link-template.php"]},
+    }  # fmt: skip
+    (suite / "execution" / "strict.json").write_text(json.dumps([test]))
+    res = run_cli(
+        "run", "--check-reference-solution", "--dataset-path", str(suite), "--no-cache",
+        "--output", str(tmp_path / "out" / "results.json"), "--image", grader_image,
+    )  # fmt: skip
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert "reference fails strict-001 (alternative-1)" in res.stderr.replace("\n", " ")
+    summary, records = outputs(tmp_path / "out")
+    assert list(summary["reference"]["failing"]) == ["strict-001 (alternative-1)"]
+    assert (summary["reference"]["tests_checked"], summary["reference"]["solutions_checked"]) == (1, 3)
+    assert [(r["variant"], r["scores"]["execution_pass"]) for r in records] == [
+        ("baseline", True), ("alternative-1", False), ("alternative-2", True)
+    ]  # fmt: skip
+
+
 def test_completions_are_graded_and_failures_scored(grader_image, mini_suite, tmp_path):
     comp = tmp_path / "c.jsonl"
     comp.write_text(

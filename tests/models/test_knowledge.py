@@ -232,3 +232,26 @@ def _suite_tests() -> dict[str, KnowledgeTest]:
 )
 def test_suite_matchers_after_issue_15(test_id: str, reply: str, score: float) -> None:
     assert score_answer(_suite_tests()[test_id], reply) == score
+
+
+@pytest.mark.parametrize(
+    ("test_id", "reply", "score"),
+    [
+        # right answers the matchers refused (issue 28)
+        ("wpk-kb-scripts-styles-004", "script_module_data_{$module_id}", 1.0),
+        ("wpk-kb-scripts-styles-004", "script_module_data_{module_id}", 1.0),
+        ("wpk-kb-scripts-styles-004", "script_module_data_{$id}", 1.0),
+        ("wpk-ka-shortcodes-002", "The shortcode_atts_gallery filter", 1.0),
+        ("wpk-ka-options-001", "(bool) false", 1.0),
+        ("wpk-ka-hooks-004", "add_action( 'all', 'my_cb' )", 1.0),
+        ("wpk-ka-queries-004", "'search_columns' => array( 'post_title' )", 1.0),
+        ("wpk-kb-mail-004", "do_action( 'wp_mail_failed', $error )", 1.0),
+        # wrong answers one of them took
+        ("wpk-kb-scripts-styles-004", "print_script_module_data_", 0.0),
+        ("wpk-kb-scripts-styles-004", "print_script_module_data_{$module_id}", 0.0),
+        ("wpk-ka-queries-004", "'search_fields' => array( 'post_title' )", 0.0),
+        ("wpk-ka-hooks-004", "add_action( 'init', 'all' )", 0.0),
+    ],
+)
+def test_suite_matchers_after_issue_28(test_id: str, reply: str, score: float) -> None:
+    assert score_answer(_suite_tests()[test_id], reply) == score

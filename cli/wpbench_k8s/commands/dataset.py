@@ -54,8 +54,9 @@ def dataset_group() -> None:
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--suite", help="Suite name inside a folder of suites or a multi-suite JSONL.")
 def validate_command(path: Path, suite: str | None) -> None:
-    """Check every test of a suite: schema, unique ids, weights, regexes, assertion types, and
-    whether answers that know nothing score on its knowledge tests.
+    """Check every test of a suite: schema, unique ids, weights, regexes, assertion types, the shape
+    of alternative solutions, each short answer's sample answer and probes (accepted replies must
+    score 1, rejected near-misses 0), and whether answers that know nothing score on its knowledge tests.
 
     The knowledge report lists how often each letter is the multiple-choice key and what the
     baselines score: always A, B, C or D, the longest or the shortest option, all letters at once, and a hedge
