@@ -46,9 +46,9 @@ ScoreRules = Callable[[KnowledgeTest, str], KnowledgeScore]
 # Emphasis and quote marks around an answer; not "_", which starts real identifiers (`_x`, `_fields`).
 _QUOTES = "*`'\"\u201c\u201d\u2018\u2019"
 _LABEL = re.compile(r"(?im)^\s*(?:\*\*)?(?:final\s+)?answer(?:\*\*)?\s*[:\-]\s*(?:\*\*)?\s*(.+)$")
-# Tokens an answer line can name: code identifiers (with `$`, `::`, `->`) and numbers.
 # A call written around a quoted name as its first argument: `add_action( '` before the match.
 _CALL_AROUND = re.compile(r"(?<![\w$>:])[A-Za-z_]\w*\s*(\()\s*['\"`]$")
+# Tokens an answer line can name: code identifiers (with `$`, `::`, `->`) and numbers.
 _TOKEN = re.compile(r"\$?[A-Za-z_]\w*(?:(?:::|->)\$?\w+)*|(?<![\w./])\d+(?:\.\d+)*(?![\w.]*\w)")
 
 
