@@ -123,6 +123,14 @@ def plan_run(
     skills = skills or []
     source = candidate_source(config, mode, profile, completions=completions, with_skills=bool(skills), dry_run=dry_run)
     items = source.items(Plan(suite, selected, grader, profile))
+    # Records, resume and Job names key on item ids: a test named like another's derived item
+    # (`x--alt-1` beside x's first alternative) must stop the run, not overwrite a verdict.
+    owners: dict[str, str] = {}
+    for item in items:
+        if item.item_id in owners:
+            twins = f"tests {owners[item.item_id]} and {item.test_id}"
+            raise InputError(f"item id {item.item_id} is laid out twice ({twins}): rename one")
+        owners[item.item_id] = item.test_id
     models = source.models if isinstance(source, ModelSource) else []
     with_items = {i.test_id for i in items}
     selected_ids = [t.id for t in selected if t.id in with_items or (dry_run and mode == "models")]

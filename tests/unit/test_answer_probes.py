@@ -180,3 +180,17 @@ def test_export_keeps_alternatives_and_probes(tmp_path: Path) -> None:
     assert [t.model_dump() for t in back.all_tests()] == [t.model_dump() for t in suite.all_tests()]
     assert sum(bool(t.alternative_solutions) for t in back.execution) >= 17
     assert all(t.metadata.probes for t in back.knowledge if t.type == "short_answer")
+
+
+def test_a_test_named_like_another_tests_alternative_stops_the_plan(tmp_path: Path) -> None:
+    """A hostile or unlucky id (`e-1--alt-1`) must not share an item id, and so a record, with e-1's alternative."""
+    from wpbench_k8s.config import load_config
+    from wpbench_k8s.pipeline import plan_run
+
+    alt = execution(alternative_solutions=[{"description": "returns 2", "code": "function f() { return 2; }"}])
+    twin = execution(id="e-1--alt-1")
+    folder = tmp_path / "x"
+    (folder / "execution").mkdir(parents=True)
+    (folder / "execution" / "hooks.json").write_text(json.dumps([alt, twin]))
+    with pytest.raises(InputError, match=r"item id e-1--alt-1 is laid out twice \(tests e-1 and e-1--alt-1\)"):
+        plan_run(load_config(None, {"dataset.path": str(folder)}), "reference")
