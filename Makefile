@@ -33,7 +33,7 @@ demo: setup runtime-image
 
 # The Kubernetes tests run against the real local cluster: it is started (or reused) first.
 test: setup runtime-image controller-image browser kwok cluster-up
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 test-unit: setup
 	$(BIN)/pytest -q tests/unit
