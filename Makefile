@@ -46,7 +46,7 @@ typecheck: setup
 	$(BIN)/mypy cli runtime/wpbench_runtime controller bench
 
 bench: setup runtime-image
-	$(PY) -m wpbench_k8s.bench --image $(IMAGE)
+	PYTHONPATH=bench $(PY) -m wpbench_gradebench --image $(IMAGE)
 
 schema: setup
 	$(PY) -m wpbench_runtime.schema

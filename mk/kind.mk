@@ -46,10 +46,10 @@ kwok:
 	hack/kwok/build.sh >/dev/null
 
 bench-k8s: setup kwok
-	$(PY) -m wpbench_scale --tests 50 --variants 20 --nodes 10 --json output/bench-k8s.json
+	PYTHONPATH=bench $(PY) -m wpbench_scale --tests 50 --variants 20 --nodes 10 --json output/bench-k8s.json
 
 bench-k8s-scale: setup kwok
-	$(PY) -m wpbench_scale --tests 350 --variants 143 --nodes 100 --timeout 3600 --json output/bench-k8s-scale.json
+	PYTHONPATH=bench $(PY) -m wpbench_scale --tests 350 --variants 143 --nodes 100 --timeout 3600 --json output/bench-k8s-scale.json
 
 chart-crd: setup
 	$(PY) -c 'from wpbench_k8s.kube.crd import crd_yaml; print(crd_yaml(), end="")' > charts/wpbench-k8s/templates/crd.yaml

@@ -1,6 +1,6 @@
 """`make bench`: what one graded test costs over the bare cost of a container, and the whole suite.
 
-    python -m wpbench_k8s.bench --image wpbench-grader:dev [--samples 15] [--concurrency 2] [--no-suite]
+    python -m wpbench_gradebench --image wpbench-grader:dev [--samples 15] [--concurrency 2] [--no-suite]
 
 From one run, sequentially and interleaved, it measures the wall time of
   - `docker run --rm --entrypoint true IMAGE`: container start and stop, the floor; and
@@ -170,7 +170,7 @@ def report(console: Console, image: str, floor: Samples, graded: Samples) -> flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wpbench_k8s.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m wpbench_gradebench", description=__doc__.split("\n")[0])
     parser.add_argument("--image", default="wpbench-grader:dev", help="grader image (default: %(default)s)")
     parser.add_argument("--samples", type=int, default=15, help="measured runs of each kind (default: %(default)s)")
     parser.add_argument("--warmup", type=int, default=2, help="unmeasured runs first (default: %(default)s)")
