@@ -44,6 +44,9 @@ STOPPED_EXIT_CODE = 4
 # The most grader stdout a backend keeps; a verdict is far smaller (its output fields are capped).
 MAX_GRADER_OUTPUT_BYTES = 8 * 1024 * 1024
 _TAIL = 65536
+# How often an infrastructure failure is tried again before the item is recorded as infra_error: one budget for
+# both backends (a local run's attempts and a grader Job's retries), so a run's numbers do not depend on where it ran.
+INFRA_RETRIES = 2
 
 
 class GraderFacts(BaseModel):

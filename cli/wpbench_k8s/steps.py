@@ -22,12 +22,12 @@ from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, test_from
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import Executor
 from wpbench_k8s.manifest import ManifestItem, RunManifest
-from wpbench_k8s.outcome import Decision, Infra, decide_outcome, settle
+from wpbench_k8s.outcome import INFRA_RETRIES, Decision, Infra, decide_outcome, settle
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
 from wpbench_runtime.contract import GradeTask, Scores, Verdict
 
-INFRA_ATTEMPTS = 3
+INFRA_ATTEMPTS = 1 + INFRA_RETRIES
 Graded = tuple[Decision, int]  # the last attempt's decision and how many retries came before it
 
 

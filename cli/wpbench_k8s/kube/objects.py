@@ -33,12 +33,13 @@ from wpbench_k8s.kube.names import (
 )
 from wpbench_k8s.kube.payload import item_key, payload_name, split_manifest, task_data_key
 from wpbench_k8s.manifest import GraderSpec, ManifestItem, RunManifest
+from wpbench_k8s.outcome import INFRA_RETRIES
 
 GRADER_UID = 65532
 TASK_DIR = "/etc/wpbench/task"
 TASK_FILE = f"{TASK_DIR}/task.json"
 WORDPRESS_DIR = "/run/wpbench"
-DEFAULT_INFRA_RETRIES = 2  # attempts = 1 + retries, the same budget as a local run (steps.INFRA_ATTEMPTS)
+DEFAULT_INFRA_RETRIES = INFRA_RETRIES  # attempts = 1 + retries, the same budget as a local run
 # How long a grader pod may wait to be scheduled and started (image pull, CPU queue) before the
 # Job gives up and the attempt counts as infrastructure (reported with the pod's own reason).
 DEFAULT_START_SECONDS = 600
