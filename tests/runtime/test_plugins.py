@@ -46,11 +46,18 @@ def graded(grader: Grader, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     results: dict[str, Graded] = grader.grade_batch(invalid, tmp_path_factory.mktemp("plugins"))
     valid = plugin_task(
         VALID,
-        {"type": "returns_value", "function": "demo_plugin_file", "expected": "demo-plugin/demo-plugin.php"},
+        # Installed as upstream WP-Bench does: wp-bench-candidate-<random>/, never a name the candidate chose.
+        {
+            "type": "output_matches",
+            "code": "echo demo_plugin_file();",
+            "pattern": "#^wp-bench-candidate-[0-9a-f]{12}/demo-plugin\\.php$#",
+        },
         {"type": "output_equals", "shortcode_content": "[demo]", "expected": "from the demo plugin"},
         {
             "type": "custom_assertion",
-            "code": "return file_exists( WP_PLUGIN_DIR . '/demo-plugin/readme.txt' ) && did_action( 'plugin_loaded' ) > 0;",
+            "code": "return file_exists( WP_PLUGIN_DIR . '/' . dirname( demo_plugin_file() ) . '/readme.txt' )"
+            " && did_action( 'plugin_loaded' ) > 0"
+            " && has_action( 'activate_' . demo_plugin_file() ) === false;",
         },
         test_function="demo_plugin_file(): string",
     )

@@ -27,8 +27,10 @@ namespace WPBench\Runner;
 require __DIR__ . '/issues.php';
 require __DIR__ . '/observe.php';
 require __DIR__ . '/lifecycle.php';
+require __DIR__ . '/preservation.php';
 
 use WPBench\Runtime\Lifecycle;
+use WPBench\Runtime\Preservation;
 
 const TAG = 'WPB1';
 // Namespaces the verifier owns (lower case, as PHP reports declared names): nothing may be declared in them later.
@@ -122,6 +124,19 @@ function lifecycle_snapshot( string $candidate_file ): void {
 	( \Closure::bind( static fn( string $file ) => Lifecycle::snapshot( $file ), null, Lifecycle::class ) )( $candidate_file );
 }
 
+/**
+ * Ends \WPBench\Runtime\Preservation's capturing (see preservation.php): snapshots are setup's, taken
+ * before the candidate runs. Its seal() is private: only this bound closure calls it.
+ */
+function preservation_seal(): void {
+	( \Closure::bind( static fn() => Preservation::seal(), null, Preservation::class ) )();
+}
+
+/** Puts the snapshots setup left in globals back, before each assertion and teardown (preservation.php). */
+function preservation_restore(): void {
+	( \Closure::bind( static fn() => Preservation::restore(), null, Preservation::class ) )();
+}
+
 /** Includes the candidate file from its own function scope, like `wp eval-file`. */
 function include_candidate( string $__wpbench_file ): void {
 	include $__wpbench_file;
@@ -136,6 +151,7 @@ function include_candidate( string $__wpbench_file ): void {
 function run_candidate( array $candidate ): array {
 	$start = \hrtime( true );
 	lifecycle_snapshot( $candidate['file'] );
+	preservation_seal();
 	try {
 		if ( $candidate['plugin'] ) {
 			\wp_register_plugin_realpath( $candidate['file'] );
@@ -326,6 +342,7 @@ function main(): void {
 		foreach ( $job['assertions'] as $index => $in ) {
 			$phase = 'assertion:' . $index;
 			$t     = \hrtime( true );
+			preservation_restore();
 			if ( isset( $compiled[ $index ] ) ) {
 				// Called here, without arguments, so no frame below holds the test's code or the job.
 				$level = \ob_get_level();
@@ -352,6 +369,7 @@ function main(): void {
 	$phase = 'teardown';
 	$t     = \hrtime( true );
 	$error = null;
+	preservation_restore();
 	try {
 		isset( $compiled['teardown'] ) && ! \is_string( $compiled['teardown'] ) && $compiled['teardown']();
 	} catch ( \Throwable $e ) {

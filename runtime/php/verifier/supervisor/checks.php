@@ -77,10 +77,10 @@ function static_checks( array $task ): array {
  * Validates a wp_plugin_files map (limits from wpbench_runtime.contract).
  *
  * @param array<string, string> $files
- * @return array{ok: bool, reason: string, main: string, slug: string}
+ * @return array{ok: bool, reason: string, main: string}
  */
 function plugin_check( array $files ): array {
-	$bad = static fn( string $reason ): array => array( 'ok' => false, 'reason' => "plugin files map invalid: $reason", 'main' => '', 'slug' => '' );
+	$bad = static fn( string $reason ): array => array( 'ok' => false, 'reason' => "plugin files map invalid: $reason", 'main' => '' );
 	if ( ! $files ) {
 		return $bad( 'no files' );
 	}
@@ -115,8 +115,7 @@ function plugin_check( array $files ): array {
 		\sort( $mains );
 		return $bad( \count( $mains ) . ' top-level PHP files have a "Plugin Name:" header (' . \implode( ', ', $mains ) . '); exactly one may' );
 	}
-	$slug = \trim( (string) \preg_replace( '/[^a-z0-9_-]+/', '-', \strtolower( \substr( $mains[0], 0, -4 ) ) ), '-' );
-	return array( 'ok' => true, 'reason' => '', 'main' => $mains[0], 'slug' => '' === $slug ? 'candidate-plugin' : $slug );
+	return array( 'ok' => true, 'reason' => '', 'main' => $mains[0] );
 }
 
 /** Why a files-map path is not acceptable, or null. */

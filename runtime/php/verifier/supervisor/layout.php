@@ -35,7 +35,7 @@ function lay_out_site( string $opcache_mode, string $opcache_id ): void {
  * Writes the candidate's snippet or plugin files into the laid-out site.
  *
  * @param array<string, mixed> $task
- * @param array{main: string, slug: string}|null $plugin
+ * @param array{main: string}|null $plugin
  * @return array{file: string, plugin: bool}
  */
 function lay_out_candidate( array $task, ?array $plugin ): array {
@@ -45,7 +45,7 @@ function lay_out_candidate( array $task, ?array $plugin ): array {
 		write_file( $file, snippet_source( $task['code'] ) );
 		return array( 'file' => $file, 'plugin' => false );
 	}
-	$dir = RUN_DIR . "/wp-content/plugins/{$plugin['slug']}";
+	$dir = RUN_DIR . '/wp-content/plugins/' . plugin_directory();
 	foreach ( $task['files'] as $path => $body ) {
 		$target = "$dir/$path";
 		if ( ! \is_dir( \dirname( $target ) ) && ! \mkdir( \dirname( $target ), 0755, true ) ) {
@@ -54,6 +54,15 @@ function lay_out_candidate( array $task, ?array $plugin ): array {
 		write_file( $target, $body );
 	}
 	return array( 'file' => "$dir/{$plugin['main']}", 'plugin' => true );
+}
+
+/**
+ * The plugin's directory name: `wp-bench-candidate-` and random hex, new for every grading, as upstream
+ * WP-Bench installs it. Tests find the plugin's hooks by that prefix (`activate_wp-bench-candidate-`),
+ * never by a name the candidate chose, and a candidate cannot know its own basename in advance.
+ */
+function plugin_directory(): string {
+	return 'wp-bench-candidate-' . \bin2hex( \random_bytes( 6 ) );
 }
 
 function write_file( string $path, string $body ): void {
