@@ -99,7 +99,8 @@ def exploit_battery(test: ExecutionTest) -> list[Candidate]:
             battery.append(wrap(body.replace("{name}", name), f"exploit:{label}"))
     for i, exploit in enumerate(test.exploit_solutions):
         label = f"exploit:authored-{i + 1}" + (f" ({exploit.description})" if exploit.description else "")
-        battery.append(Candidate(code=exploit.code, files=exploit.files, label=label))
+        kind = "wp_plugin_files" if exploit.files is not None else "php_snippet"
+        battery.append(Candidate(code=exploit.code, files=exploit.files, label=label, artifact_kind=kind))
     return battery
 
 

@@ -50,12 +50,21 @@ class KnowledgeMetadata(TestMetadata):
 
 
 class ExploitSolution(BaseModel):
-    """An authored cheat that must fail: code for snippets, files for plugin artifacts."""
+    """An authored cheat that must fail: `code` is graded as a PHP snippet (also for a wp_plugin_files
+    test, as upstream WP-Bench grades its exploit strings), `files` as a plugin.
+
+    Upstream's suites give each exploit as a bare PHP string; it loads as `{"code": <string>}`.
+    """
 
     model_config = ConfigDict(extra="forbid")
     description: str = ""
     code: str | None = None
     files: dict[str, str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value: Any) -> Any:
+        return {"code": value} if isinstance(value, str) else value
 
 
 class AlternativeSolution(ExploitSolution):

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from wpbench_k8s.profiles import ProfileName
-from wpbench_runtime.contract import SCORING_VERSION, GradeTask
+from wpbench_runtime.contract import SCORING_VERSION, ArtifactKind, GradeTask
 
 RunMode = Literal["reference", "exploits", "completions", "models"]
 
@@ -53,6 +53,9 @@ class Candidate(BaseModel):
     raw: str = ""  # the unprocessed completion, when a model produced it
     extraction_error: str | None = None  # set when nothing gradable could be extracted
     label: str = ""  # e.g. "reference", "exploit:return-true", a completions line
+    # Graded as this kind instead of the test's: an authored exploit's `code` is a snippet even for a
+    # wp_plugin_files test (upstream WP-Bench runs its exploit strings so).
+    artifact_kind: ArtifactKind | None = None
 
 
 class ModelSpec(BaseModel):
@@ -100,7 +103,10 @@ class ManifestItem(BaseModel):
 
         The one place a candidate is put into a task: planning, a local run and the controller all call it.
         """
-        task = self.task.model_copy(update={"code": candidate.code, "files": candidate.files}) if self.task else None
+        update: dict[str, Any] = {"code": candidate.code, "files": candidate.files}
+        if candidate.artifact_kind is not None:
+            update["artifact_kind"] = candidate.artifact_kind
+        task = self.task.model_copy(update=update) if self.task else None
         return self.model_copy(update={"candidate": candidate, "task": task})
 
 

@@ -77,3 +77,46 @@ def test_line_separators_inside_a_completion_do_not_split_its_line(tmp_path):
     p.write_text(json.dumps({"test_id": "t-1", "model": "m", "code": "echo '\u2028';"}, ensure_ascii=False) + "\n")
     (line,) = load_completions(p, {"t-1": "php_snippet"})
     assert line.code == "echo '\u2028';"
+
+
+def test_upstream_exploit_strings_load_and_run_as_snippets_even_for_plugin_tests():
+    """Upstream's later suites give exploit_solutions as bare PHP strings; each is graded as a snippet,
+    also on a wp_plugin_files test (a string is no plugin: it must not get the candidate directory)."""
+    from wpbench_k8s.manifest import ManifestItem
+    from wpbench_runtime.contract import GradeTask
+
+    test = snippet_test(
+        artifact_kind="wp_plugin_files",
+        reference_solution=None,
+        reference_files={"p.php": "<?php\n/* Plugin Name: P */"},
+        exploit_solutions=[
+            "add_action( 'init', '__return_true' );",
+            {"files": {"x.php": "<?php /* Plugin Name: X */"}},
+        ],
+    )
+    assert [e.code for e in test.exploit_solutions] == ["add_action( 'init', '__return_true' );", None]
+    *_, snippet, plugin = exploit_battery(test)
+    assert (snippet.label, snippet.code, snippet.artifact_kind) == (
+        "exploit:authored-1",
+        "add_action( 'init', '__return_true' );",
+        "php_snippet",
+    )
+    assert plugin.artifact_kind == "wp_plugin_files" and plugin.files
+    item = ManifestItem(
+        test_id=test.id,
+        test_type="execution",
+        task=GradeTask(test_id=test.id, artifact_kind="wp_plugin_files"),
+        item_id="i",
+        model="m",
+    )
+    assert item.with_candidate(snippet).task.artifact_kind == "php_snippet"
+    assert item.with_candidate(plugin).task.artifact_kind == "wp_plugin_files"
+    # A model's completion keeps the test's kind: code for a plugin test is an invalid files map, as before.
+    assert (
+        item.with_candidate(
+            reference_candidate(test).model_copy(update={"files": None, "code": "x"})
+        ).task.artifact_kind
+        == "wp_plugin_files"
+    )
+    with pytest.raises(ValueError):
+        ExecutionTest(**{**test.model_dump(), "exploit_solutions": [7]})
