@@ -24,7 +24,8 @@ from wpbench_runtime.contract import (
     StaticChecks,
 )
 
-Difficulty = Literal["basic", "intermediate", "hard"]
+# "advanced" is a legacy label upstream WP-Bench's older suites carry (its loader takes any string).
+Difficulty = Literal["basic", "intermediate", "hard", "advanced"]
 
 
 class TestMetadata(BaseModel):
@@ -155,6 +156,25 @@ class KnowledgeTest(BaseModel):
     @property
     def test_type(self) -> Literal["knowledge"]:
         return "knowledge"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upstream_spellings(cls, value: Any) -> Any:
+        # Upstream WP-Bench reads answer_type case-insensitively ("Contains") and matches a multiple-choice
+        # correct_answer to the choice keys in upper case ("b" is choice B).
+        if not isinstance(value, dict):
+            return value
+        value = dict(value)
+        if isinstance(value.get("answer_type"), str):
+            value["answer_type"] = value["answer_type"].lower()
+        answer, choices = value.get("correct_answer"), value.get("choices")
+        if isinstance(answer, str) and isinstance(choices, list):
+            keys = [c.get("key") for c in choices if isinstance(c, dict)]
+            if answer not in keys:
+                same = [k for k in keys if isinstance(k, str) and k.upper() == answer.upper()]
+                if len(same) == 1:
+                    value["correct_answer"] = same[0]
+        return value
 
     @model_validator(mode="after")
     def _choices_hold_answer(self) -> KnowledgeTest:

@@ -87,6 +87,25 @@ def _limited(pool: list[AnyTest], run: RunConfig, profile: ProfileName) -> list[
     return pool
 
 
+def _check_categories(pool: list[AnyTest], categories: list[str], profile: ProfileName) -> None:
+    """Unknown categories are InputErrors. Upstream WP-Bench filters each test type by the same list and
+    refuses a category one type lacks, so under its profile a category must exist in every type present."""
+    groups: dict[str, list[AnyTest]] = {"": pool}
+    if profile == "upstream":
+        groups = {kind: [t for t in pool if t.test_type == kind] for kind in ("execution", "knowledge")}
+    for kind, tests in groups.items():
+        if not tests and kind:
+            continue
+        known = {t.category for t in tests}
+        unknown = [c for c in categories if c not in known]
+        if unknown:
+            where = f" among the {kind} tests (upstream WP-Bench filters each test type alike)" if kind else ""
+            raise InputError(
+                f"--category: unknown categor{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}{where}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+
+
 def select_tests(
     suite: Suite, run: RunConfig, *, execution_only: bool = False, profile: ProfileName = "wpbench"
 ) -> list[AnyTest]:
@@ -113,12 +132,6 @@ def select_tests(
             raise InputError(f"--test-id: {', '.join(sorted(skipped))} not of the selected test type ({test_type})")
         return chosen
     if run.categories:
-        known = {t.category for t in pool}
-        unknown = [c for c in run.categories if c not in known]
-        if unknown:
-            raise InputError(
-                f"--category: unknown categor{'y' if len(unknown) == 1 else 'ies'} {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(known))}"
-            )
+        _check_categories(pool, run.categories, profile)
         pool = [t for t in pool if t.category in set(run.categories)]
     return _limited(pool, run, profile)
