@@ -17,7 +17,7 @@ from typing import Any
 from wpbench_k8s import __version__
 from wpbench_k8s.errors import OutputWriteError
 from wpbench_k8s.manifest import RunManifest
-from wpbench_k8s.profiles import UPSTREAM_VERSION
+from wpbench_k8s.profiles import get_profile
 from wpbench_k8s.records import Record, json_line
 from wpbench_k8s.scoring import aggregate, aggregate_by_model
 
@@ -129,7 +129,7 @@ def run_metadata(manifest: RunManifest, *, executor: str, started_at: str, finis
         "suite": manifest.suite,
         "mode": manifest.mode,
         "profile": manifest.profile,
-        "profile_reproduces": UPSTREAM_VERSION if manifest.profile == "upstream" else f"wpbench-k8s {__version__}",
+        "profile_reproduces": get_profile(manifest.profile).reproduces or f"wpbench-k8s {__version__}",
         "executor": executor,
         "runtime_isolation_boundary": "container_per_test" if executor == "docker" else "pod_per_test",
         "execution_isolation": "reset_per_test",

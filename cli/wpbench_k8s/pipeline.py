@@ -58,10 +58,13 @@ def load_run_suite(config: Config) -> Suite:
 
 
 def run_profile(config: Config, suite: Suite) -> ProfileName:
-    """The configured profile, else upstream's semantics for an upstream-format suite."""
+    """The configured profile, else upstream's semantics for an upstream-format suite: scoring v2.0
+    (`upstream-v2`) when it has knowledge tests, which v3.0 no longer has, else v3.0 (`upstream`)."""
     if config.run.profile is not None:
         return config.run.profile
-    return "upstream" if suite.format == "upstream" else "wpbench"
+    if suite.format != "upstream":
+        return "wpbench"
+    return "upstream-v2" if suite.knowledge else "upstream"
 
 
 def model_specs(config: Config, profile: Profile) -> list[ModelSpec]:
@@ -142,6 +145,8 @@ def plan_run(
         dataset_digest=suite.digest,
         mode=mode,
         profile=profile.name,
+        # Upstream's summary names its own scoring version; ours is the grader contract's.
+        **({"scoring_version": profile.scoring} if profile.scoring != "wpbench" else {}),
         seed=config.run.seed,
         selected_test_ids=selected_ids,
         grader=grader,

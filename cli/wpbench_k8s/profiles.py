@@ -1,10 +1,12 @@
 """Execution profiles: which benchmark's semantics a run reproduces.
 
-`upstream` reproduces WordPress/wp-bench (the version named in UPSTREAM_VERSION) so that the same
-completions get the same verdicts and headline numbers; `wpbench` is this project's own behaviour
-(lenient code extraction, stratified selection, stricter knowledge matching, pooled headline).
-docs/profiles.md lists every difference and its effect on scores. A run records its profile in the
-manifest and the summary metadata.
+`upstream` and `upstream-v2` reproduce WordPress/wp-bench at the commits their `reproduces` names, so
+that the same completions get the same verdicts and headline numbers: `upstream` is scoring v3.0 (the
+execution-only benchmark, headline = execution pass rate), `upstream-v2` scoring v2.0 (knowledge and
+execution, headline = 0.3 x knowledge + 0.7 x execution pass rate over the tracks present). `wpbench`
+is this project's own behaviour (lenient code extraction, stratified selection, stricter knowledge
+matching, pooled headline). docs/profiles.md lists every difference and its effect on scores. A run
+records its profile in the manifest and the summary metadata.
 """
 
 from __future__ import annotations
@@ -12,11 +14,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-ProfileName = Literal["upstream", "wpbench"]
-PROFILE_NAMES: tuple[ProfileName, ...] = ("upstream", "wpbench")
+ProfileName = Literal["upstream", "upstream-v2", "wpbench"]
+PROFILE_NAMES: tuple[ProfileName, ...] = ("upstream", "upstream-v2", "wpbench")
+UPSTREAM_PROFILES: frozenset[str] = frozenset({"upstream", "upstream-v2"})
 
-# The upstream code this profile was checked against (see docs/profiles.md, "How parity was checked").
-UPSTREAM_VERSION = "WordPress/wp-bench 4346d1b (scoring v2.0 execution_pass; selection.py 02e3282; records.py 01b6dca)"
+# The upstream code each profile was checked against (see docs/profiles.md, "How parity was checked").
+UPSTREAM_V3 = "WordPress/wp-bench e19d3a8 (trunk 2026-09-20: scoring 3.0, execution only)"
+UPSTREAM_V2 = "WordPress/wp-bench bf059e2 (trunk 2026-08-06: scoring 2.0, knowledge and execution)"
+
+
+def is_upstream(name: str) -> bool:
+    """Whether a profile reproduces upstream WP-Bench (any of its versions)."""
+    return name in UPSTREAM_PROFILES
 
 
 @dataclass(frozen=True)
@@ -26,9 +35,10 @@ class Profile:
     default_request_timeout: float  # seconds per model request
     strict_extraction: bool  # strip one outer fence and nothing else; prose stays and fails to parse
     php_issues_fail: bool  # a PHP warning, notice or deprecation fails the test
-    headline: Literal["execution_pass_rate", "mean_correctness"]
     selection: Literal["category_round_robin_per_type", "stratified"]
     full_prompt_hash: bool  # 64 hex digits without prefix (upstream) or "sha256:" + 16 (ours)
+    scoring: Literal["3.0", "2.0", "wpbench"]  # which summary rules (scoring.headline_scores)
+    reproduces: str  # what metadata.profile_reproduces says ("" for ours: the package version)
 
 
 PROFILES: dict[ProfileName, Profile] = {
@@ -38,9 +48,21 @@ PROFILES: dict[ProfileName, Profile] = {
         default_request_timeout=300.0,
         strict_extraction=True,
         php_issues_fail=True,
-        headline="execution_pass_rate",
         selection="category_round_robin_per_type",
         full_prompt_hash=True,
+        scoring="3.0",
+        reproduces=UPSTREAM_V3,
+    ),
+    "upstream-v2": Profile(
+        name="upstream-v2",
+        default_temperature=0.0,
+        default_request_timeout=300.0,
+        strict_extraction=True,
+        php_issues_fail=True,
+        selection="category_round_robin_per_type",
+        full_prompt_hash=True,
+        scoring="2.0",
+        reproduces=UPSTREAM_V2,
     ),
     "wpbench": Profile(
         name="wpbench",
@@ -48,9 +70,10 @@ PROFILES: dict[ProfileName, Profile] = {
         default_request_timeout=120.0,
         strict_extraction=False,
         php_issues_fail=False,
-        headline="mean_correctness",
         selection="stratified",
         full_prompt_hash=False,
+        scoring="wpbench",
+        reproduces="",
     ),
 }
 

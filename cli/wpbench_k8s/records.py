@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from wpbench_k8s.profiles import ProfileName
+from wpbench_k8s.profiles import ProfileName, is_upstream
 from wpbench_runtime.contract import Verdict, VerdictStatus
 
 RECORD_VERSION: Literal["1"] = "1"
@@ -103,7 +103,7 @@ class Record(BaseModel):
     def _upstream_shape(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Upstream-profile records carry upstream's `model` object and `error{type, message}`."""
         data: dict[str, Any] = handler(self)
-        if self.profile == "upstream":
+        if is_upstream(self.profile):
             data["model"] = self.model_settings or {
                 "name": self.model,
                 "kind": None,

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from wpbench_k8s.manifest import ManifestItem, RunManifest
+from wpbench_k8s.profiles import ProfileName, get_profile, is_upstream
 from wpbench_k8s.records import Record, RecordGrader, RecordOutput, RecordScores, Usage
 from wpbench_k8s.upstream_compat import upstream_answer
 from wpbench_runtime.contract import Verdict
@@ -32,7 +33,7 @@ def build_record(
     """
     test = manifest.tests.get(item.test_id, {})
     candidate = item.candidate
-    upstream = manifest.profile == "upstream"
+    upstream = is_upstream(manifest.profile)
     if upstream and verdict is not None:
         verdict = php_issues_as_error(verdict)
     raw = (candidate.raw if candidate else "") or (answer or "")
@@ -115,7 +116,7 @@ def _error_type(error: str | None, status: str) -> str | None:
 
 def _stored_answer(raw: str, profile: str) -> str:
     """A knowledge record's `output.answer`: upstream strips one outer fence; ours keeps the reply."""
-    return upstream_answer(raw) if profile == "upstream" else raw
+    return upstream_answer(raw) if is_upstream(profile) else raw
 
 
 # PHP issue levels upstream's error handler turns into exceptions (with WP_DEBUG on, _doing_it_wrong()
@@ -202,7 +203,7 @@ def aggregate(records: list[Record]) -> dict[str, Any]:
         "counted": len(good),
         "excluded": len(records) - len(good),
         "score": _mean([r.scores.correctness for r in good]),
-        "scores": headline_scores(execution, knowledge, upstream=any(r.profile == "upstream" for r in records)),
+        "scores": headline_scores(execution, knowledge, profile=_group_profile(records)),
         "execution": {
             "tests": len(execution),
             "passed": sum(r.scores.execution_pass for r in execution),
@@ -238,20 +239,59 @@ def _mean_or_none(values: list[float]) -> float | None:
     return round(statistics.fmean(values), 4) if values else None
 
 
-def headline_scores(execution: list[Record], knowledge: list[Record], *, upstream: bool) -> dict[str, Any]:
-    """Upstream's `scores` block (its notebook reads knowledge, correctness and overall).
+def _exact_mean(values: list[float]) -> float | None:
+    # Upstream's statistics.mean, unrounded (0.721875 stays 0.721875).
+    return statistics.mean(values) if values else None
 
-    `overall` is the headline: the execution pass rate for the upstream profile (WP-Bench scoring
-    v2.0, knowledge outside the headline); our mean correctness over every counted record otherwise.
+
+def _rate4(values: list[float]) -> float | None:
+    # Upstream rounds its pass rates and runtime mean to 4 places.
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def _group_profile(records: list[Record]) -> ProfileName:
+    return next((r.profile for r in records if is_upstream(r.profile)), "wpbench")
+
+
+def headline_scores(execution: list[Record], knowledge: list[Record], *, profile: ProfileName) -> dict[str, Any]:
+    """The summary's `scores` block, by the profile's scoring rules; `overall` is the headline.
+
+    - upstream (scoring v3.0): `correctness` (unrounded mean), `execution_pass_rate`, `runtime`,
+      `static_policy_pass_rate` (each rounded to 4 places), `overall` = the pass rate (0.0 when nothing
+      was graded); knowledge is outside it.
+    - upstream-v2 (scoring v2.0): the same plus `knowledge` (unrounded mean); `overall` =
+      0.3 x knowledge + 0.7 x execution_pass_rate over the tracks present, rounded to 4 places.
+    - wpbench: `overall` is our mean correctness over every counted record (execution and knowledge).
+    Every profile also writes `knowledge` (null without knowledge records) and `execution_pass` (our
+    name for the pass rate) so a reader of either shape finds its keys.
     """
-    pass_rate = _mean_or_none([float(r.scores.execution_pass) for r in execution])
-    overall = pass_rate if upstream else _mean_or_none([r.scores.correctness for r in [*execution, *knowledge]])
-    return {
-        "knowledge": _mean_or_none([r.scores.correctness for r in knowledge]),
-        "correctness": _mean_or_none([r.scores.correctness for r in execution]),
-        "execution_pass": pass_rate,
-        "overall": overall if overall is not None else 0.0,
+    passes = [float(r.scores.execution_pass) for r in execution]
+    scoring = get_profile(profile).scoring
+    if scoring == "wpbench":
+        overall = _mean_or_none([r.scores.correctness for r in [*execution, *knowledge]])
+        return {
+            "knowledge": _mean_or_none([r.scores.correctness for r in knowledge]),
+            "correctness": _mean_or_none([r.scores.correctness for r in execution]),
+            "execution_pass": _mean_or_none(passes),
+            "overall": overall if overall is not None else 0.0,
+        }
+    scores: dict[str, Any] = {
+        "knowledge": _exact_mean([r.scores.correctness for r in knowledge]),
+        "correctness": _exact_mean([r.scores.correctness for r in execution]),
+        "execution_pass_rate": _rate4(passes),
+        "runtime": _rate4([r.scores.runtime for r in execution]),
+        "static_policy_pass_rate": _rate4([float(r.scores.static_policy_pass) for r in execution]),
     }
+    scores["execution_pass"] = scores["execution_pass_rate"]
+    if scoring == "3.0":
+        rate = scores["execution_pass_rate"]
+        scores["overall"] = round(rate, 4) if rate is not None else 0.0
+        return scores
+    weights = {"knowledge": 0.3, "execution_pass_rate": 0.7}
+    active = {k: w for k, w in weights.items() if scores[k] is not None}
+    total = sum(scores[k] * w for k, w in active.items())
+    scores["overall"] = round(total / sum(active.values()), 4) if active else 0.0
+    return scores
 
 
 def group_key(record: Record) -> str:

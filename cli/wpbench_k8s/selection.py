@@ -14,7 +14,7 @@ from collections import defaultdict
 from wpbench_k8s.config import RunConfig
 from wpbench_k8s.dataset import AnyTest, Suite
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.profiles import ProfileName
+from wpbench_k8s.profiles import ProfileName, is_upstream
 
 
 def _stratified(tests: list[AnyTest], limit: int, seed: int) -> list[AnyTest]:
@@ -72,7 +72,7 @@ def _upstream_round_robin(tests: list[AnyTest], limit: int, seed: int) -> list[A
 def _limited(pool: list[AnyTest], run: RunConfig, profile: ProfileName) -> list[AnyTest]:
     if run.limit is None:
         return pool
-    if profile == "upstream":
+    if is_upstream(profile):
         picked: set[str] = set()
         for kind in ("execution", "knowledge"):
             of_kind = [t for t in pool if t.test_type == kind]
@@ -91,7 +91,7 @@ def _check_categories(pool: list[AnyTest], categories: list[str], profile: Profi
     """Unknown categories are InputErrors. Upstream WP-Bench filters each test type by the same list and
     refuses a category one type lacks, so under its profile a category must exist in every type present."""
     groups: dict[str, list[AnyTest]] = {"": pool}
-    if profile == "upstream":
+    if is_upstream(profile):
         groups = {kind: [t for t in pool if t.test_type == kind] for kind in ("execution", "knowledge")}
     for kind, tests in groups.items():
         if not tests and kind:

@@ -18,7 +18,7 @@ from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, Suite
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.knowledge_baselines import baseline_completions
 from wpbench_k8s.manifest import Candidate, GraderSpec, ManifestItem, ModelSpec, prompt_hash
-from wpbench_k8s.profiles import Profile, ProfileName
+from wpbench_k8s.profiles import Profile, ProfileName, is_upstream
 from wpbench_runtime.contract import GradeTask
 
 REFERENCE_MODEL = "reference-solution"
@@ -55,7 +55,7 @@ def task_for(test: ExecutionTest, grader: GraderSpec, profile: ProfileName = "wp
     """The grader task of one execution test, without a candidate (`ManifestItem.with_candidate` adds it);
     checks are read as the profile reads them."""
     static, runtime = test.static_checks, test.runtime_checks
-    if profile == "upstream":
+    if is_upstream(profile):
         static, runtime = upstream_compat.static_checks(static), upstream_compat.runtime_checks(runtime)
     return GradeTask(
         test_id=test.id,
@@ -144,7 +144,7 @@ def completion_candidate(
         return Candidate(raw=completion, label="completion")
     from wpbench_k8s.models import extract
 
-    candidate: Candidate = extract.extract_candidate(completion, test.artifact_kind, strict=profile == "upstream")
+    candidate: Candidate = extract.extract_candidate(completion, test.artifact_kind, strict=is_upstream(profile))
     return candidate
 
 

@@ -40,12 +40,13 @@ def test_knowledge_run_sends_temperature_zero_and_records_upstream_names(
     (jsonl_path,) = tmp_path.glob("results_*.jsonl")
     summary = json.loads(summary_path.read_text())
     records = {r["test_id"]: r for r in map(json.loads, jsonl_path.read_text().splitlines())}
-    assert summary["metadata"]["profile"] == "upstream"
+    assert summary["metadata"]["profile"] == "upstream-v2"
     # Upstream: the fenced letter and the explained short answer score; the wrong function does not.
     assert {t: r["scores"]["knowledge"] for t, r in records.items()} == {"up-k-001": 1.0, "up-k-002": 1.0,
                                                                          "up-k-003": 0.0}  # fmt: skip
     scores = summary["models"]["openai/a"]["scores"]
-    assert scores["knowledge"] == 0.6667 and scores["correctness"] is None
+    assert scores["knowledge"] == 2 / 3 and scores["correctness"] is None  # unrounded, as upstream keeps it
+    assert scores["overall"] == 0.6667  # v2.0 on a knowledge-only run: the knowledge mean, rounded
     record = records["up-k-001"]
     assert record["output"]["answer"] == "C" and record["output"]["raw_completion"] == "```\nC\n```"
     assert record["model"] == {"name": "openai/a", "kind": None, "temperature": 0.0, "top_p": None, "max_tokens": None}

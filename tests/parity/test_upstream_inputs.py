@@ -90,7 +90,7 @@ def test_hugging_face_rows_load_and_are_not_filtered_to_our_suite(tmp_path: Path
     config = Config.model_validate({"dataset": {"path": str(path)}})
     suite = load_run_suite(config)  # no --suite: every row, not our default suite's (none)
     assert suite.format == "upstream" and len(suite.all_tests()) == 12
-    assert run_profile(config, suite) == "upstream"
+    assert run_profile(config, suite) == "upstream-v2"  # knowledge tests: scoring v2.0
     original = load_suite(SUITE).by_id()
     for test in suite.all_tests():
         if test.id in original:
@@ -105,7 +105,7 @@ def test_single_model_form_and_profile_in_manifest(tmp_path: Path) -> None:
         {"model": {"name": "openai/x"}, "dataset": {"path": str(SUITE)}, "run": {"limit": 1, "seed": 3}}
     )
     manifest = plan_run(config, "models")
-    assert manifest.profile == "upstream" and [m.name for m in manifest.models] == ["openai/x"]
+    assert manifest.profile == "upstream-v2" and [m.name for m in manifest.models] == ["openai/x"]
     assert manifest.models[0].temperature == 0.0
     assert all(len(i.prompt_hash) == 64 for i in manifest.items)  # upstream's full sha256
 

@@ -19,6 +19,8 @@ from wpbench_k8s.config import RunConfig
 from wpbench_k8s.dataset import ExecutionTest, KnowledgeTest, Suite, load_suite
 from wpbench_k8s.models.extract import extract_candidate
 from wpbench_k8s.models.knowledge import score_for_profile
+from wpbench_k8s.records import Record
+from wpbench_k8s.scoring import aggregate_by_model
 from wpbench_k8s.selection import select_tests
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,7 +104,7 @@ def test_selection_picks_what_upstream_picks(limit: int, seed: int) -> None:
 def test_dry_run_needs_no_model(tmp_path: Path) -> None:
     done = run_cli("run", "--dataset-path", str(SUITE), "--limit", "2", "--seed", "1", "--dry-run")
     assert done.returncode == 0, done.stderr
-    assert "profile upstream" in done.stdout and "up-k-" in done.stdout
+    assert "profile upstream-v2" in done.stdout and "up-k-" in done.stdout
 
 
 @pytest.mark.docker
@@ -111,7 +113,7 @@ def test_reference_solutions_pass_with_upstream_profile(grader_image: str, tmp_p
                    "--execution-concurrency", "2", "--output", str(tmp_path / "out" / "ref.json"))  # fmt: skip
     assert done.returncode == 0, done.stderr
     summary, records = outputs(tmp_path / "out")
-    assert summary["metadata"]["profile"] == "upstream"
+    assert summary["metadata"]["profile"] == "upstream-v2"
     assert summary["reference"]["failing"] == {} and len(records) == 8
 
 
@@ -138,15 +140,21 @@ def test_recorded_completions_get_upstreams_verdicts_and_headline(grader_image: 
             if "static" in want:
                 got["static"] = record["scores"]["static"]
         assert got == want, (line["why"], record["grader"]["reason"])
-    for model, head in PARITY["headline"].items():
+    # Scoring v2.0 (the default for a suite with knowledge tests), key names and unrounded means as upstream's.
+    for model, head in PARITY["headline"]["upstream-v2"].items():
         scores = summary["models"][model]["scores"]
+        assert {k: scores[k] for k in head} == head
+    # Scoring v3.0 on the same records: the headline is the execution pass rate.
+    as_v3 = [Record.model_validate({**r, "profile": "upstream"}) for r in records]
+    for model, head in PARITY["headline"]["upstream"].items():
+        scores = aggregate_by_model(as_v3)[model]["scores"]
         assert {k: scores[k] for k in head} == head
     # Upstream's record names, beside ours.
     record = by_key[("up-notice-001", "parity-a")]
     assert record["grader"]["success"] is False and record["output"]["raw_completion"].startswith("```php")
     assert set(record["model"]) == {"name", "kind", "temperature", "top_p", "max_tokens"}
     assert "total_tokens" in record["usage"] and record["scores"]["knowledge"] is None
-    assert summary["metadata"]["profile"] == "upstream"
+    assert summary["metadata"]["profile"] == "upstream-v2"
 
 
 @pytest.mark.docker

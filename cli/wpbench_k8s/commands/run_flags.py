@@ -14,6 +14,7 @@ from wpbench_k8s.commands.flags import F, add_options
 from wpbench_k8s.config import Config, ignored_settings, load_config
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.manifest import RunManifest, RunMode, SkillSpec
+from wpbench_k8s.profiles import PROFILE_NAMES
 
 
 @dataclass(frozen=True)
@@ -90,9 +91,11 @@ def run_options(func: F) -> F:
         click.option("--skip-judge", is_flag=True, help="Skip the AI judge."),
         click.option("--timeout", "timeout_seconds", type=float, help="Grader timeout per test, seconds."),
         click.option("--image", help="Grader image (default wpbench-grader:dev)."),
-        click.option("--profile", type=click.Choice(["upstream", "wpbench"]),
-                     help="Execution profile: upstream WP-Bench's semantics or ours (default: upstream for "
-                          "upstream-format suites, else wpbench; see docs/profiles.md)."),
+        click.option("--profile", type=click.Choice(list(PROFILE_NAMES)),
+                     help="Execution profile: upstream WP-Bench's semantics (upstream: scoring v3.0, e19d3a8; "
+                          "upstream-v2: scoring v2.0 with knowledge, bf059e2) or ours (default: upstream-v2 for "
+                          "upstream-format suites with knowledge tests, upstream for the others, else wpbench; "
+                          "see docs/profiles.md)."),
         click.option("--prompt-templates", type=click.Path(exists=True, file_okay=False, path_type=Path),
                      help="Folder with execution.txt / multiple_choice.txt / short_answer.txt prompt templates."),
     ]  # fmt: skip

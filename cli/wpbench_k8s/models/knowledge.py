@@ -283,9 +283,9 @@ def score_knowledge_upstream(test: KnowledgeTest, answer: str) -> KnowledgeScore
     return KnowledgeScore(0.0, given, "no match")
 
 
-RULES["upstream"] = score_knowledge_upstream
+RULES["upstream"] = RULES["upstream-v2"] = score_knowledge_upstream
 
 
 def score_for_profile(test: KnowledgeTest, answer: str, profile: str) -> KnowledgeScore:
-    """The knowledge rules a run's execution profile names (`RULES`: "upstream" or "wpbench")."""
+    """The knowledge rules a run's execution profile names (`RULES`: "upstream", "upstream-v2" or "wpbench")."""
     return score_knowledge(test, answer, profile)
