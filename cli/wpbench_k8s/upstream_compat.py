@@ -228,10 +228,10 @@ def _assertion(a: Assertion) -> Assertion:
     common = {"type": "custom_assertion", "description": data.get("description", ""), "weight": data["weight"]}
     if kind == "custom_assertion":
         return Assertion.model_validate({**common, "code": _truthy(str(data.get("code") or "return false;"))})
-    # A test written for this grader (our parameter names, no `target`) keeps our semantics.
-    ours = "target" not in data and any(k in data for k in ("route", "function", "class", "shortcode", "hook",
-                                                            "option", "query", "code", "post_id_code"))  # fmt: skip
-    check = None if ours else _upstream_check(kind, data)
+    # Upstream names every built-in check's subject in `target` (post_meta_value excepted, whose post_id and
+    # meta_key read the same in both): a test without `target` is written for this grader and keeps our
+    # semantics (e.g. `shortcode_content` on an output assertion).
+    check = None if "target" not in data else _upstream_check(kind, data)
     if check is None:
         return a
     return Assertion.model_validate({**common, "code": check})

@@ -80,3 +80,57 @@ def test_a_category_one_test_type_lacks_is_refused_as_upstream_refuses_it(tmp_pa
     assert len(select_tests(suite, RunConfig(categories=["hooks"]), profile="upstream")) == 3
     # Ours filters the pooled tests.
     assert [t.id for t in select_tests(suite, RunConfig(categories=["cron"]), profile="wpbench")] == ["e-cron-001"]
+
+
+OURS_IN_UPSTREAM_LAYOUT = {
+    "id": "e-ours-001",
+    "category": "shortcodes",
+    "prompt": "p",
+    "reference_solution": "add_shortcode( 'wpo_hi', function () { return 'hi there'; } );\nfunction wpo_two() { return 2; }",
+    "exploit_solutions": ["add_shortcode( 'wpo_hi', '__return_empty_string' );"],
+    "runtime_checks": {
+        "assertions": [
+            # Our parameter names, no `target`: our semantics, not upstream's with an empty target.
+            {"type": "output_equals", "shortcode_content": "[wpo_hi]", "expected": "hi there"},
+            {"type": "returns_value", "function": "wpo_two", "expected": 2},
+            {"type": "shortcode_exists", "shortcode": "wpo_hi"},
+        ]
+    },
+}
+
+
+def test_our_parameter_names_keep_our_meaning_in_an_upstream_layout_suite() -> None:
+    from wpbench_k8s.dataset import ExecutionTest
+    from wpbench_k8s.upstream_compat import runtime_checks
+
+    test = ExecutionTest.model_validate(OURS_IN_UPSTREAM_LAYOUT)
+    rewritten = runtime_checks(test.runtime_checks).assertions
+    assert [a.type for a in rewritten] == ["output_equals", "returns_value", "shortcode_exists"]
+    assert rewritten == test.runtime_checks.assertions
+    # With `target` it is upstream's check.
+    upstream = test.runtime_checks.model_copy(
+        update={"assertions": [test.runtime_checks.assertions[2].model_copy(update={"target": "wpo_hi"})]}
+    )
+    assert [a.type for a in runtime_checks(upstream).assertions] == ["custom_assertion"]
+
+
+@pytest.mark.docker
+def test_reference_and_exploit_strings_run_in_an_upstream_layout_suite(grader_image: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    suite = write_suite(tmp_path / "s", [OURS_IN_UPSTREAM_LAYOUT], [])
+    for mode, code in (("--check-reference-solution", 0), ("--check-exploits", 0)):
+        out = tmp_path / mode.strip("-")
+        done = subprocess.run(
+            [sys.executable, "-m", "wpbench_k8s", "run", "--dataset-path", str(suite), mode, "--image", grader_image,
+             "--no-cache", "--output", str(out / "r.json")],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert done.returncode == code, done.stdout + done.stderr
+        (jsonl,) = out.glob("*.jsonl")
+        records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+        assert {r["profile"] for r in records} == {"upstream"}  # execution only: scoring v3.0
+        if mode == "--check-exploits":
+            authored = [r for r in records if "authored" in r["item_id"]]
+            assert len(authored) == 1 and authored[0]["scores"]["execution_pass"] is False
