@@ -56,7 +56,10 @@ def task_for(test: ExecutionTest, grader: GraderSpec, profile: ProfileName = "wp
     checks are read as the profile reads them."""
     static, runtime = test.static_checks, test.runtime_checks
     if is_upstream(profile):
-        static, runtime = upstream_compat.static_checks(static), upstream_compat.runtime_checks(runtime)
+        static, runtime = (
+            upstream_compat.static_checks(static),
+            upstream_compat.runtime_checks(runtime, plugin=test.artifact_kind == "wp_plugin_files"),
+        )
     return GradeTask(
         test_id=test.id,
         artifact_kind=test.artifact_kind,

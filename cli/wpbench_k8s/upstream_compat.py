@@ -240,6 +240,27 @@ def _assertion(a: Assertion) -> Assertion:
 ADMIN_INCLUDES = "require_once ABSPATH . 'wp-admin/includes/admin.php';"
 
 
-def runtime_checks(checks: RuntimeChecks) -> RuntimeChecks:
-    setup = ADMIN_INCLUDES + ("\n" + checks.setup if checks.setup else "")
+# Upstream loads a wp_plugin_files candidate before the test's setup; our runner runs setup first. For a
+# plugin test the setup is deferred to right after the plugin is loaded (the runner's `plugin_loaded`
+# action, first in line). A candidate graded as a snippet (an authored exploit string) has no plugin
+# directory, and its setup runs at once, as upstream runs a snippet's.
+_PLUGIN_FIRST = """$wpbench_setup = static function () {{
+{setup}
+}};
+if ( glob( WP_PLUGIN_DIR . '/wp-bench-candidate-*', GLOB_ONLYDIR ) ) {{
+	add_action( 'plugin_loaded', static function () use ( $wpbench_setup ) {{
+		static $done = false;
+		if ( ! $done ) {{ $done = true; $wpbench_setup(); }}
+	}}, PHP_INT_MIN );
+}} else {{
+	$wpbench_setup();
+}}"""
+
+
+def runtime_checks(checks: RuntimeChecks, *, plugin: bool = False) -> RuntimeChecks:
+    """Upstream's semantics for a test's runtime checks (`plugin`: a wp_plugin_files test)."""
+    own = checks.setup
+    if plugin and own.strip():
+        own = _PLUGIN_FIRST.format(setup=_OPEN_TAG.sub("", own, count=1))
+    setup = ADMIN_INCLUDES + ("\n" + own if own else "")
     return checks.model_copy(update={"setup": setup, "assertions": [_assertion(a) for a in checks.assertions]})

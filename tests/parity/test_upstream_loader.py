@@ -134,3 +134,44 @@ def test_reference_and_exploit_strings_run_in_an_upstream_layout_suite(grader_im
         if mode == "--check-exploits":
             authored = [r for r in records if "authored" in r["item_id"]]
             assert len(authored) == 1 and authored[0]["scores"]["execution_pass"] is False
+
+
+PLUGIN_FIRST = {
+    "id": "e-plugin-first-001",
+    "category": "plugin-lifecycle",
+    "prompt": "p",
+    "artifact_kind": "wp_plugin_files",
+    "reference_files": {"wpo.php": "<?php\n/**\n * Plugin Name: WPO\n */\nfunction wpo_loaded() { return 'yes'; }\n"},
+    "exploit_solutions": ["function wpo_loaded() { return 'yes'; }"],
+    "runtime_checks": {
+        # Upstream loads the plugin before setup, so setup sees it (and its directory name).
+        "setup": "$GLOBALS['wpo_seen'] = function_exists( 'wpo_loaded' ) ? wpo_loaded() : 'no';",
+        "assertions": [
+            {"type": "custom_assertion", "code": "return 'yes' === $GLOBALS['wpo_seen'];"},
+            {
+                "type": "custom_assertion",
+                "code": "return (bool) glob( WP_PLUGIN_DIR . '/wp-bench-candidate-*/wpo.php' );",
+            },
+        ],
+    },
+}
+
+
+@pytest.mark.docker
+def test_a_plugin_is_loaded_before_setup_under_upstream_only(grader_image: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    suite = write_suite(tmp_path / "s", [PLUGIN_FIRST], [])
+    results = {}
+    for profile in ("upstream", "wpbench"):
+        out = tmp_path / profile
+        done = subprocess.run(
+            [sys.executable, "-m", "wpbench_k8s", "run", "--dataset-path", str(suite), "--check-reference-solution",
+             "--profile", profile, "--image", grader_image, "--no-cache", "--output", str(out / "r.json")],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        (jsonl,) = out.glob("*.jsonl")
+        (record,) = [json.loads(line) for line in jsonl.read_text().splitlines()]
+        results[profile] = (done.returncode, [a["passed"] for a in record["grader"]["verdict"]["assertions"]])
+    assert results == {"upstream": (0, [True, True]), "wpbench": (1, [False, True])}
