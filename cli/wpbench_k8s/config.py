@@ -255,7 +255,9 @@ def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> C
 # Upstream keys this project accepts so upstream configs load, but which change nothing here.
 _NO_EFFECT = {
     ("grader", "setup_timeout_seconds"): "the WordPress site is installed when the grader image is built, "
-    "so there is no per-run setup to time out; each test's container counts against grader.timeout_seconds",
+    "so there is no per-run setup to time out; the only set-up left, WordPress booting in each grader, has a "
+    "fixed 20 s allowance, past which the test is a harness_error (excluded, never scored), as upstream fails "
+    "a set-up that overruns rather than scoring it",
     ("grader", "base_url"): "the grader image's site URL is fixed when the image is built "
     "(runtime/php/wp/wp-config.php) and no HTTP port is exposed",
     ("run", "execution_isolation"): "every execution test always gets a fresh grader container "

@@ -86,6 +86,6 @@ def test_upstream_keys_with_no_effect_here_are_named_with_the_reason(tmp_path):
     assert ignored_settings(load_config(None)) == []
     warnings = ignored_settings(load_config(write(tmp_path, UPSTREAM_EXAMPLE)))
     assert [w.split(" ")[0] for w in warnings] == ["grader.setup_timeout_seconds", "run.execution_isolation"]
-    assert "grader.timeout_seconds" in warnings[0] and "fresh grader container" in warnings[1]
+    assert "fixed 20 s allowance" in warnings[0] and "fresh grader container" in warnings[1]
     base = ignored_settings(load_config(None, {"grader.base_url": "http://localhost:8888"}))
     assert base == [base[0]] and base[0].startswith("grader.base_url has no effect here: ")
