@@ -26,10 +26,12 @@ add_post_meta( $a, '_legacy_a', 'old' );
 $b = wp_insert_post( array( 'post_title' => 'B', 'post_status' => 'draft' ) );
 $c = wp_insert_post( array( 'post_title' => 'C', 'post_status' => 'publish' ) );
 wp_update_post( array( 'ID' => $a, 'post_content' => 'revised' ) ); // leaves a revision behind
+$p = wp_insert_post( array( 'post_title' => 'P', 'post_type' => 'page', 'post_status' => 'publish' ) );
+$k = wp_insert_post( array( 'post_title' => 'K', 'post_type' => 'page', 'post_status' => 'publish', 'post_parent' => $p ) );
 $u = wp_insert_user( array( 'user_login' => 'pv_user', 'user_pass' => 'pv-' . wp_generate_password(), 'role' => 'author' ) );
 update_user_meta( $u, 'pv_pref', 'a' );
 $GLOBALS['pv'] = array(
-    'a' => $a, 'b' => $b, 'c' => $c, 'u' => $u, 'cat2' => (int) $cat2['term_id'],
+    'a' => $a, 'b' => $b, 'c' => $c, 'p' => $p, 'k' => $k, 'u' => $u, 'cat2' => (int) $cat2['term_id'],
     'posts'     => (int) $wpdb->get_var( "SELECT COUNT(*) FROM $wpdb->posts WHERE post_type <> 'revision'" ),
     'revisions' => (int) $wpdb->get_var( "SELECT COUNT(*) FROM $wpdb->posts WHERE post_type = 'revision'" ),
     'users'     => (int) $wpdb->get_var( "SELECT COUNT(*) FROM $wpdb->users" ),
@@ -123,6 +125,24 @@ CASES: dict[str, dict[str, object]] = {
         preserved("array( $v['c'] => array( 'deleted' => true ) )", True),
         preserved("array( $v['c'] => array( 'deleted' => true ), $v['a'] => array( 'deleted' => true ) )", False),
         check("$s->preserved(); return array( \"record {$v['c']} was deleted\" ) === $s->differences();"),
+    ),
+    # WP_Post::to_array()'s derived ancestors and page_template are fields too (post_category, tags_input are not).
+    "ancestors": case(
+        "global $wpdb; $wpdb->update( $wpdb->posts, array( 'post_parent' => $v['b'] ), array( 'ID' => $v['p'] ) );",
+        preserved("array( $v['p'] => array( 'fields' => array( 'post_parent', 'ancestors' ) ) )", False),
+        preserved(
+            "array( $v['p'] => array( 'fields' => array( 'post_parent', 'ancestors' ) ),"
+            " $v['k'] => array( 'fields' => array( 'ancestors' ) ) )",
+            True,
+        ),
+    ),
+    "page_template": case(
+        "update_post_meta( $v['k'], '_wp_page_template', 'wide.php' );",
+        preserved("array( $v['k'] => array( 'meta' => array( '_wp_page_template' ) ) )", False),
+        preserved(
+            "array( $v['k'] => array( 'meta' => array( '_wp_page_template' ), 'fields' => array( 'page_template' ) ) )",
+            True,
+        ),
     ),
     "users": case(
         "global $wpdb; update_user_meta( $v['u'], 'pv_pref', 'b' );"

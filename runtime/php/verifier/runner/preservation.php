@@ -14,8 +14,8 @@
  *     ) );
  *
  * What a snapshot holds, read from the database rows (not the object cache, not filtered):
- * - posts: every post whose post_type is not `revision`: its posts row (WP_Post::to_array() without the
- *   derived post_category and tags_input), every postmeta row as stored (serialized text, so types,
+ * - posts: every post whose post_type is not `revision`: its posts row plus `ancestors` and `page_template`
+ *   (WP_Post::to_array() without the derived post_category and tags_input), every postmeta row as stored (serialized text, so types,
  *   duplicate values and missing keys all count), and its category and post_tag term IDs (unordered);
  * - users: every account: its users row and every usermeta row as stored.
  * preserved() returns true only when every captured record is unchanged except what $allowances declares
@@ -227,6 +227,7 @@ final class Preservation implements \Countable {
 			$records[ (int) $meta['owner'] ]['meta'][ (string) $meta['meta_key'] ][] = $meta['meta_value'];
 		}
 		if ( 'posts' === $kind ) {
+			self::add_derived_fields( $records );
 			$taxonomies = "'" . \implode( "','", self::POST_TAXONOMIES ) . "'";
 			$rows       = $wpdb->get_results( "SELECT tr.object_id AS owner, tt.taxonomy, tt.term_id FROM {$wpdb->term_relationships} tr JOIN {$wpdb->term_taxonomy} tt ON tt.term_taxonomy_id = tr.term_taxonomy_id WHERE tr.object_id IN ($list) AND tt.taxonomy IN ($taxonomies)", \ARRAY_A );
 			foreach ( (array) $rows as $term ) {
@@ -241,6 +242,31 @@ final class Preservation implements \Countable {
 			unset( $record );
 		}
 		return $records;
+	}
+
+	/**
+	 * WP_Post::to_array()'s derived fields that are compared: `ancestors` (the post_parent chain, as
+	 * get_post_ancestors() walks it) and `page_template` (the first _wp_page_template value, or '').
+	 *
+	 * @param array<int, array<string, mixed>> $records
+	 */
+	private static function add_derived_fields( array &$records ): void {
+		global $wpdb;
+		$parents = array();
+		foreach ( (array) $wpdb->get_results( "SELECT ID, post_parent FROM $wpdb->posts", \ARRAY_A ) as $row ) {
+			$parents[ (int) $row['ID'] ] = (int) $row['post_parent'];
+		}
+		foreach ( $records as $id => &$record ) {
+			$chain  = array();
+			$parent = $parents[ $id ] ?? 0;
+			while ( $parent > 0 && $parent !== $id && ! \in_array( $parent, $chain, true ) ) {
+				$chain[] = $parent;
+				$parent  = $parents[ $parent ] ?? 0;
+			}
+			$record['fields']['ancestors']     = $chain;
+			$record['fields']['page_template'] = (string) ( $record['meta']['_wp_page_template'][0] ?? '' );
+		}
+		unset( $record );
 	}
 
 	/**
