@@ -25,6 +25,9 @@ from wpbench_k8s.manifest import GraderSpec
 from wpbench_runtime.contract import Verdict
 
 RUN_LABEL = "org.wpbench-k8s.tests"
+# This test session's value of the label: the session-end clean-up removes its own leftovers only, never
+# the running graders of another test session on the same engine.
+SESSION = f"{os.getpid()}-{int(time.time())}"
 CONCURRENCY = int(os.environ.get("WPBENCH_TEST_CONCURRENCY", "3"))
 
 
@@ -62,7 +65,7 @@ class Grader:
             "-i",
             "--rm",
             "--label",
-            f"{RUN_LABEL}=1",
+            f"{RUN_LABEL}={SESSION}",
             *lockdown_args(GraderSpec(image=self.image)),
             *extra,
             self.image,
@@ -147,7 +150,7 @@ def plugin_task(files: dict[str, str], *assertions: dict[str, Any], **fields: An
 def leftovers() -> list[str]:
     """Test containers still present (there should be none: they all run with --rm)."""
     out = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}"], capture_output=True, text=True, check=False
+        ["docker", "ps", "-aq", "--filter", f"label={RUN_LABEL}={SESSION}"], capture_output=True, text=True, check=False
     )
     return out.stdout.split()
 
