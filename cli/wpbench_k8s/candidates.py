@@ -3,15 +3,15 @@ and completions files produced elsewhere."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from wpbench_k8s.dataset import ExecutionTest
-from wpbench_k8s.errors import InputError, first_error
+from wpbench_k8s.errors import InputError, first_error, warn
 from wpbench_k8s.manifest import Candidate
+from wpbench_k8s.textsafe import decode_utf8, loads, refuse_lone_surrogates
 
 # Zero-effort stubs: a test whose assertions one of these satisfies is under-specified.
 STUB_RETURNS: tuple[tuple[str, str], ...] = (
@@ -122,22 +122,29 @@ def load_completions(path: Path, kinds: Mapping[str, str]) -> list[CompletionLin
 
     `kinds` maps each known test id to its artifact kind."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read completions: {exc.strerror}") from exc
     lines: list[CompletionLine] = []
     seen: set[tuple[str, str, str]] = set()
+    missing_model: list[int] = []
     # Lines end at "\n" only: U+2028/U+2029 may sit raw inside a JSON string.
-    for lineno, raw in enumerate(text.split("\n"), 1):
+    for lineno, raw_bytes in enumerate(data.split(b"\n"), 1):
+        raw = decode_utf8(raw_bytes, f"{path}: line {lineno}")
         if not raw.strip():
             continue
+        doc = loads(raw, f"{path}: line {lineno}")
         try:
-            line = CompletionLine.model_validate(json.loads(raw))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: line {lineno}: malformed JSON: {exc.msg}") from exc
+            line = CompletionLine.model_validate(doc)
         except ValidationError as exc:
             field, message = first_error(exc)
             raise InputError(f"{path}: line {lineno}, field {field}: {message}") from exc
+        # Who answered which test is the run's bookkeeping: it must be writable text. An answer's own
+        # content with a lone surrogate is that candidate's scored failure (ManifestItem.with_candidate).
+        refuse_lone_surrogates({"test_id": line.test_id, "model": line.model, "variant": line.variant},
+                               f"{path}: line {lineno}")  # fmt: skip
+        if isinstance(doc, dict) and "model" not in doc:
+            missing_model.append(lineno)
         if line.test_id not in kinds:
             raise InputError(f"{path}: line {lineno}: unknown test id {line.test_id}")
         kind = kinds[line.test_id]
@@ -160,4 +167,7 @@ def load_completions(path: Path, kinds: Mapping[str, str]) -> list[CompletionLin
         lines.append(line)
     if not lines:
         raise InputError(f"{path}: no completions")
+    if missing_model:
+        shown = ", ".join(map(str, missing_model[:5])) + (", ..." if len(missing_model) > 5 else "")
+        warn(f"{path}: {len(missing_model)} line(s) without model (line {shown}) are graded as model 'completions'")
     return lines

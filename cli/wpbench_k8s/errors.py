@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+
 from pydantic import ValidationError
+
+
+def warn(message: str) -> None:
+    """A warning about accepted input (the run goes on): one line on stderr."""
+    print(f"warning: {message}", file=sys.stderr)
 
 
 class WPBenchError(Exception):

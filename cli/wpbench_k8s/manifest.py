@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from wpbench_k8s.profiles import ProfileName
+from wpbench_k8s.textsafe import lone_surrogate, scrub
 from wpbench_runtime.contract import SCORING_VERSION, ArtifactKind, GradeTask
 
 RunMode = Literal["reference", "exploits", "completions", "models"]
@@ -56,6 +57,18 @@ class Candidate(BaseModel):
     # Graded as this kind instead of the test's: an authored exploit's `code` is a snippet even for a
     # wp_plugin_files test (upstream WP-Bench runs its exploit strings so).
     artifact_kind: ArtifactKind | None = None
+
+    def unicode_checked(self) -> Candidate:
+        """This candidate, or, when its answer holds a lone UTF-16 surrogate (text no UTF-8 file or grader
+        can carry), a copy with each replaced by U+FFFD and `extraction_error` saying so: the candidate's
+        own scored failure, never a crash of the run."""
+        found = lone_surrogate({"code": self.code, "files": self.files, "raw": self.raw})
+        if found is None:
+            return self
+        return Candidate.model_validate({
+            **scrub(self.model_dump()),
+            "extraction_error": f"{found} holds a lone UTF-16 surrogate (not a Unicode character; shown as U+FFFD)",
+        })  # fmt: skip
 
 
 class ModelSpec(BaseModel):
@@ -103,6 +116,7 @@ class ManifestItem(BaseModel):
 
         The one place a candidate is put into a task: planning, a local run and the controller all call it.
         """
+        candidate = candidate.unicode_checked()
         update: dict[str, Any] = {"code": candidate.code, "files": candidate.files}
         if candidate.artifact_kind is not None:
             update["artifact_kind"] = candidate.artifact_kind

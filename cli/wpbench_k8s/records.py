@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic_core import PydanticSerializationError
 
 from wpbench_k8s.profiles import ProfileName, is_upstream
+from wpbench_k8s.textsafe import scrub
 from wpbench_runtime.contract import Verdict, VerdictStatus
 
 RECORD_VERSION: Literal["1"] = "1"
@@ -121,5 +124,10 @@ _LINE_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 def json_line(model: BaseModel) -> str:
-    """A model as one JSON line, without raw line or paragraph separators."""
-    return model.model_dump_json().translate(_LINE_SEPARATORS)
+    """A model as one JSON line, without raw line or paragraph separators; always valid UTF-8 (a lone
+    surrogate that reached a record another way than a candidate is written as U+FFFD, not a crash)."""
+    try:
+        text = model.model_dump_json()
+    except PydanticSerializationError:
+        text = json.dumps(scrub(model.model_dump(mode="json")), ensure_ascii=False, separators=(",", ":"))
+    return text.translate(_LINE_SEPARATORS)

@@ -106,6 +106,8 @@ def score_item(
 
         test = test_of(manifest, item.test_id)
         assert isinstance(test, KnowledgeTest)
+        if item.candidate.extraction_error:  # an answer no file can hold as written scores nothing
+            return build_record(manifest, item, None, usage=usage, knowledge_score=0.0, answer=item.candidate.raw)
         text = answer if answer is not None else item.candidate.raw
         scored = score_for_profile(test, text, manifest.profile)
         return build_record(manifest, item, None, usage=usage, knowledge_score=scored.score, answer=text)

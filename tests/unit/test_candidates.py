@@ -120,3 +120,65 @@ def test_upstream_exploit_strings_load_and_run_as_snippets_even_for_plugin_tests
     )
     with pytest.raises(ValueError):
         ExecutionTest(**{**test.model_dump(), "exploit_solutions": [7]})
+
+
+# Hostile completions files: each ends as an input error naming the file and line, before anything runs.
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b'{"test_id": "t-1", "model": "m", "code": "x"}\n{"test_id": "t-1", "code": "\xff\xfe"}\n',
+         r"c.jsonl: line 2: column 29: not UTF-8 text \(byte 0xff\)"),
+        (b'{"test_id": "t-1", "code": ' + b"[" * 100_000 + b"\n", r"c.jsonl: line 1: JSON nested too deeply"),
+        (b'{"test_id": "t-1", "code": "x"\n', r"c.jsonl: line 1: malformed JSON at line 1 column 31"),
+        (b'{"test_id": "t-1\\ud83d", "code": "x"}\n', r"line 1, field test_id: holds a lone UTF-16 surrogate"),
+        (b'{"test_id": "t-1", "model": "m\\udc00", "code": "x"}\n', r"line 1, field model: holds a lone UTF-16"),
+        (b"\x00\x01\x02binary\n", r"c.jsonl: line 1: malformed JSON"),
+    ],
+)  # fmt: skip
+def test_hostile_completions_files_are_input_errors_naming_the_line(tmp_path, content, message):
+    p = tmp_path / "c.jsonl"
+    p.write_bytes(content)
+    with pytest.raises(InputError, match=message):
+        load_completions(p, {"t-1": "php_snippet"})
+
+
+def test_a_lone_surrogate_in_an_answer_is_that_candidates_failure_not_an_input_error(tmp_path):
+    from wpbench_k8s.manifest import Candidate, ManifestItem
+    from wpbench_runtime.contract import GradeTask
+
+    p = tmp_path / "c.jsonl"
+    p.write_text('{"test_id": "t-1", "model": "m", "code": "echo 1; // \\ud83d"}\n')
+    (line,) = load_completions(p, {"t-1": "php_snippet"})
+    assert line.code == "echo 1; // \ud83d"  # loaded as written: the answer's content is the candidate's
+    item = ManifestItem(item_id="i", test_id="t-1", model="m", task=GradeTask(test_id="t-1"))
+    held = item.with_candidate(Candidate(code=line.code))
+    assert held.candidate is not None and held.task is not None
+    assert held.candidate.code == held.task.code == "echo 1; // \ufffd"
+    assert "code holds a lone UTF-16 surrogate" in (held.candidate.extraction_error or "")
+    assert not held.needs_grader  # scored as failed without a grader
+    held.model_dump_json()  # writable as UTF-8 JSON
+    plugin = item.with_candidate(Candidate(files={"a\udc00.php": "<?php"}))
+    assert plugin.candidate is not None and plugin.candidate.files == {"a\ufffd.php": "<?php"}
+    assert "files.a" in (plugin.candidate.extraction_error or "")
+
+
+def test_a_completions_line_without_model_warns(tmp_path, capsys):
+    p = tmp_path / "c.jsonl"
+    p.write_text('{"test_id": "t-1", "code": "x"}\n{"test_id": "t-2", "model": "m", "code": "x"}\n')
+    load_completions(p, {"t-1": "php_snippet", "t-2": "php_snippet"})
+    assert "warning: " in capsys.readouterr().err
+    p.write_text('{"test_id": "t-1", "model": "m", "code": "x"}\n')
+    load_completions(p, {"t-1": "php_snippet"})
+    assert capsys.readouterr().err == ""
+
+
+def test_a_record_with_a_lone_surrogate_is_still_written_as_utf8_json():
+    from pydantic import BaseModel
+
+    from wpbench_k8s.records import json_line
+
+    class Doc(BaseModel):
+        text: str
+
+    line = json_line(Doc(text="a\ud83db"))
+    assert json.loads(line.encode("utf-8").decode("utf-8")) == {"text": "a\ufffdb"}
