@@ -13,9 +13,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from wpbench_k8s.errors import InputError, first_error
+from wpbench_k8s.errors import InputError, first_error, warn
 from wpbench_k8s.manifest import GraderLimits
 from wpbench_k8s.profiles import ProfileName
+from wpbench_k8s.textsafe import decode_utf8, refuse_lone_surrogates
 
 DEFAULT_SUITE = "wpk-core-v1"
 
@@ -51,11 +52,12 @@ class ModelConfig(_Section):
     # Upstream names the provider (openai, anthropic, ollama, openai-compatible); LiteLLM reads the
     # provider from the model name, so this is recorded only.
     kind: str | None = None
-    temperature: float | None = None  # None: the profile's default (upstream 0.0, wpbench provider default)
+    # None: the profile's default (upstream 0.0, wpbench provider default)
+    temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
-    max_tokens: int | None = Field(default=None, gt=0)
-    timeout_seconds: float | None = Field(default=None, gt=0)  # None: the profile's default (300 / 120 s)
-    max_retries: int | None = Field(default=None, ge=0)  # upstream key: attempts = max_retries + 1
+    max_tokens: int | None = Field(default=None, gt=0, le=1_000_000)
+    timeout_seconds: float | None = Field(default=None, gt=0, le=3600)  # None: the profile's default (300 / 120 s)
+    max_retries: int | None = Field(default=None, ge=0, le=100)  # upstream key: attempts = max_retries + 1
     retry: dict[str, float] = Field(default_factory=dict)  # upstream retry_* keys, recorded
 
     @classmethod
@@ -81,7 +83,7 @@ class GraderConfig(_Section):
     kind: Literal["docker", "kubernetes"] = "docker"
     image: str = "wpbench-grader:dev"
     timeout_seconds: float = Field(default=90.0, gt=0, le=3600)
-    setup_timeout_seconds: float = Field(default=600.0, gt=0)
+    setup_timeout_seconds: float = Field(default=600.0, gt=0, le=86400)
     base_url: str | None = None  # upstream key; our baseline site URL is fixed at build time
     limits: GraderLimits = Field(default_factory=GraderLimits)
     # Upstream keys with no effect here (every test gets its own container; concurrency is
@@ -113,8 +115,8 @@ class GraderConfig(_Section):
 
 class RunConfig(_Section):
     suite: str | None = None
-    limit: int | None = Field(default=None, ge=1)
-    seed: int = 1337
+    limit: int | None = Field(default=None, ge=1, le=1_000_000)
+    seed: int = Field(default=1337, ge=-(2**63), le=2**63 - 1)  # an int64, as a cluster stores it
     test_ids: list[str] = Field(default_factory=list)
     categories: list[str] = Field(default_factory=list)
     test_type: Literal["all", "execution", "knowledge"] = "all"
@@ -227,22 +229,59 @@ def _deep_set(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[key] = value
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that notes every key a mapping repeats (YAML's last one silently wins)."""
+
+    duplicates: list[str]
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str) and key in seen:
+                self.duplicates.append(f"{key!r} at line {key_node.start_mark.line + 1}")
+            if isinstance(key, str):
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The YAML mapping in `path`; anything unreadable is an InputError naming the file (and line)."""
+    try:
+        text = decode_utf8(path.read_bytes(), str(path))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read config: {exc.strerror}") from exc
+    loader = _StrictLoader(text)
+    loader.duplicates = []
+    try:
+        loaded = loader.get_single_data()
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: malformed YAML: {' '.join(str(exc).split())}") from exc
+    except (ValueError, TypeError, RecursionError) as exc:  # e.g. a date YAML reads but Python refuses
+        raise InputError(f"{path}: malformed YAML: {exc}") from exc
+    finally:
+        loader.dispose()
+    for where in loader.duplicates:
+        warn(f"{path}: duplicate key {where}: the last value is used")
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise InputError(f"{path}: the config must be a YAML mapping")
+    if {"apiVersion", "kind"} <= set(loaded):
+        raise InputError(
+            f"{path}: this is a Kubernetes object (apiVersion {loaded.get('apiVersion')}, kind {loaded.get('kind')}), "
+            "such as `submit --dry-run` prints, not a wp-bench config"
+        )
+    refuse_lone_surrogates(loaded, str(path))
+    return loaded
+
+
 def load_config(path: Path | None, overrides: dict[str, Any] | None = None) -> Config:
     """Read YAML (when given), apply dotted-key overrides (`run.limit`), validate strictly."""
     data: dict[str, Any] = {}
     where = str(path) if path else "flags"
     if path is not None:
-        try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read config: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise InputError(f"{path}: malformed YAML: {exc}") from exc
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise InputError(f"{path}: the config must be a YAML mapping")
-        data = loaded
+        data = read_config_file(path)
     for dotted, value in (overrides or {}).items():
         _deep_set(data, dotted, value)
     try:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from wpbench_k8s import textsafe
 from wpbench_k8s.errors import InputError, first_error
 from wpbench_runtime.contract import (
     ASSERTION_TYPES,
@@ -254,13 +255,18 @@ def _parse_test(kind: str, raw: Any, path: Path, index: int) -> AnyTest:
         raise InputError(f"{_where(path, label, field)}: {message}") from exc
 
 
-def _read_json(path: Path) -> Any:
+def _read_bytes(path: Path) -> bytes:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
-    except OSError as exc:
+        return path.read_bytes()
+    except OSError as exc:  # unreadable, a directory named *.json, a symlink loop
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+
+
+def _read_json(path: Path, data: bytes | None = None) -> Any:
+    """A suite file's JSON; bytes that are not UTF-8, bad or too deep JSON and lone surrogates are InputErrors."""
+    doc = textsafe.loads(textsafe.decode_utf8(_read_bytes(path) if data is None else data, str(path)), str(path))
+    textsafe.refuse_lone_surrogates(doc, str(path))
+    return doc
 
 
 def _tests_in(doc: Any, path: Path) -> list[Any]:
@@ -295,9 +301,9 @@ def load_suite_dir(folder: Path, name: str | None = None) -> Suite:
     upstream_layout = False
     for kind, files in (("execution", exec_files), ("knowledge", know_files)):
         for path in files:
-            data = path.read_bytes()
+            data = _read_bytes(path)
             digest.update(f"{kind}/{path.name}\0".encode() + data + b"\0")
-            doc = _read_json(path)
+            doc = _read_json(path, data)
             # Upstream's suite files name themselves (`id`, `version`) beside their `tests` array.
             upstream_layout = upstream_layout or (isinstance(doc, dict) and ("id" in doc or "version" in doc))
             for i, raw in enumerate(_tests_in(doc, path)):
@@ -324,19 +330,19 @@ def load_suite_jsonl(path: Path, suite: str | None = None) -> Suite:
     """Load a JSONL export (a row per test with `suite` and `type` columns)."""
     if not path.is_file():
         raise InputError(f"{path}: dataset file does not exist")
-    data = path.read_bytes()
+    data = _read_bytes(path)
     execution: list[ExecutionTest] = []
     knowledge: list[KnowledgeTest] = []
     seen: set[str] = set()
     names: set[str] = set()
     upstream_rows = False
-    for lineno, line in enumerate(data.decode("utf-8").splitlines(), 1):
+    for lineno, line in enumerate(textsafe.decode_utf8(data, str(path)).splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: line {lineno}: malformed JSON: {exc.msg}") from exc
+        row = textsafe.loads(line, f"{path}: line {lineno}")
+        textsafe.refuse_lone_surrogates(row, f"{path}: line {lineno}")
+        if not isinstance(row, dict):
+            raise InputError(f"{path}: line {lineno}: a row must be a JSON object")
         row_suite = row.pop("suite", None)
         if suite and row_suite and row_suite != suite:
             continue
@@ -390,10 +396,7 @@ def _undo_export_encoding(row: dict[str, Any], kind: str = "execution", where: s
     out = dict(row)
     for key in (*_JSON_COLUMNS, *_UPSTREAM_JSON_COLUMNS):
         if isinstance(out.get(key), str):
-            try:
-                out[key] = json.loads(out[key])
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{where}: field {key}: not valid JSON: {exc.msg}") from exc
+            out[key] = textsafe.loads(out[key], f"{where}: field {key}")
     for key in _KIND_COLUMNS.get(kind, ()):
         if out.get(key) in ("", [], {}):
             out.pop(key, None)

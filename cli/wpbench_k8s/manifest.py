@@ -25,11 +25,12 @@ class GraderLimits(BaseModel):
     """Per-container limits; the same numbers become Pod requests/limits on Kubernetes."""
 
     model_config = ConfigDict(extra="forbid")
-    cpus: float = Field(default=1.0, gt=0)
-    memory_mb: int = Field(default=512, ge=64)
-    pids: int = Field(default=64, ge=8)
-    wordpress_tmpfs_mb: int = Field(default=256, ge=16)
-    tmp_tmpfs_mb: int = Field(default=64, ge=1)
+    # Upper bounds refuse a typo before it reaches the engine (which would fail every try as infra_error).
+    cpus: float = Field(default=1.0, gt=0, le=64)
+    memory_mb: int = Field(default=512, ge=64, le=65536)
+    pids: int = Field(default=64, ge=8, le=65536)
+    wordpress_tmpfs_mb: int = Field(default=256, ge=16, le=16384)
+    tmp_tmpfs_mb: int = Field(default=64, ge=1, le=16384)
 
 
 class GraderSpec(BaseModel):

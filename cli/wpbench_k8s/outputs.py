@@ -39,7 +39,8 @@ def atomic_write(path: Path, text: str) -> None:
             os.fsync(fh.fileno())
         tmp.replace(path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # e.g. the parent is a file: there is no tmp to remove
+            tmp.unlink(missing_ok=True)
         raise _write_error(path, exc) from exc
 
 

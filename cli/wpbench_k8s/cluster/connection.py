@@ -23,8 +23,12 @@ def api_error(exc: Any, what: str) -> ClusterError:
     if exc.status == 404:
         return ClusterError(f"{what}: not found ({message})")
     if exc.status is None:
-        return ClusterError(f"{what}: cannot reach the Kubernetes API server: {exc}")
+        return ClusterError(f"{what}: cannot reach the Kubernetes API server: {_one_line(exc)}")
     return ClusterError(f"{what}: {exc.status} {message}")
+
+
+def _one_line(exc: Any) -> str:
+    return " ".join(str(exc).split())[:400]
 
 
 @contextmanager
@@ -35,7 +39,7 @@ def cluster_errors() -> Iterator[None]:
     try:
         yield
     except Unreachable as exc:
-        raise ClusterError(f"cannot reach the Kubernetes API server: {exc}") from exc
+        raise ClusterError(f"cannot reach the Kubernetes API server: {_one_line(exc)}") from exc
     except KubeError as exc:
         raise api_error(exc, "Kubernetes API") from exc
 
@@ -62,10 +66,23 @@ def resolve_namespace(kubeconfig: str | None, context: str | None, namespace: st
 class Cluster:
     """The API client for one kubeconfig/context/namespace."""
 
-    def __init__(self, kubeconfig: str | None, context: str | None, namespace: str | None) -> None:
+    def __init__(
+        self,
+        kubeconfig: str | None,
+        context: str | None,
+        namespace: str | None,
+        request_timeout: float | None = None,
+    ) -> None:
+        """`request_timeout`: seconds one request may take (connect and read), tried once: a server that
+        accepts and never answers fails in about that long. None: the client's defaults (with retries)."""
         from wpbench_k8s.kube.client import Kube, api_client
 
-        self.kube = Kube(api_client(kubeconfig, context))
+        api = api_client(kubeconfig, context, retry=request_timeout is None)  # one try: the flag bounds it
+        if request_timeout is None:
+            self.kube = Kube(api)
+        else:
+            self.kube = Kube(api, read_timeout=request_timeout, connect_timeout=request_timeout)
+        self.server = str(api.configuration.host)
         self.namespace = resolve_namespace(kubeconfig, context, namespace)
 
     def run(self, name: str) -> dict[str, Any]:

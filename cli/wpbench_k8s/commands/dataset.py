@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from wpbench_k8s.dataset import KnowledgeTest, Suite, export_rows, load_suite
-from wpbench_k8s.errors import InputError, WPBenchError
+from wpbench_k8s.errors import InputError, OutputWriteError, WPBenchError
 from wpbench_k8s.knowledge_baselines import (
     ALPHA,
     BaselineResult,
@@ -17,6 +17,7 @@ from wpbench_k8s.knowledge_baselines import (
     run_baselines,
 )
 from wpbench_k8s.lint import lint_suite
+from wpbench_k8s.outputs import atomic_write
 
 
 class BaselineAboveChance(WPBenchError):
@@ -92,11 +93,12 @@ def export_command(path: Path, output: Path, suite: str | None) -> None:
     """Export a suite to one JSONL file (a row per test), loadable again with --dataset-path."""
     loaded: Suite = load_suite(path, suite)
     rows = export_rows(loaded)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(output)
-    click.echo(f"wrote {len(rows)} rows to {output}")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(output, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    except OSError as exc:
+        raise OutputWriteError(f"cannot write {output}: {exc.strerror}") from exc
+    click.echo(f"wrote {len(rows)} rows to {output.resolve()}")
 
 
 commands = [dataset_group]

@@ -14,6 +14,7 @@ import click
 from wpbench_k8s.cluster.connection import DEFAULT_NAMESPACE, Cluster, cluster_errors
 
 T = TypeVar("T")
+REQUEST_TIMEOUT = 10.0  # seconds, kubectl's --request-timeout for our cluster commands
 F = Callable[..., Any]
 
 
@@ -42,17 +43,22 @@ class ClusterFlags:
     kubeconfig: str | None
     context: str | None
     namespace: str | None
+    request_timeout: float | None = REQUEST_TIMEOUT
 
     def connect(self) -> Cluster:
-        return Cluster(self.kubeconfig, self.context, self.namespace)
+        return Cluster(self.kubeconfig, self.context, self.namespace, request_timeout=self.request_timeout)
 
 
 def cluster_options(func: F) -> F:
-    """--kubeconfig, --context, --namespace/-n (the fields of ClusterFlags)."""
+    """--kubeconfig, --context, --namespace/-n, --request-timeout (the fields of ClusterFlags)."""
     return add_options(func, [
         click.option("--kubeconfig", envvar="KUBECONFIG", type=click.Path(dir_okay=False), help="kubeconfig file."),
         click.option("--context", help="kubeconfig context (default: the current one)."),
         click.option("--namespace", "-n", help=f"Namespace (default: the context's, else {DEFAULT_NAMESPACE})."),
+        click.option("--request-timeout", type=click.FloatRange(min=0.1, max=600), default=REQUEST_TIMEOUT,
+                     show_default=True,
+                     help="Seconds one API request may take, tried once; an unanswering server fails in one line "
+                          "naming it (exit 3)."),
     ])  # fmt: skip
 
 

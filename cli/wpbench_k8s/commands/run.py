@@ -132,12 +132,23 @@ def run_local(flags: LocalRunFlags) -> None:
 
 
 @click.command("cleanup")
-@click.option("--run-id", help="Only this run's containers (default: every wpbench-k8s grader container).")
-def cleanup_command(run_id: str | None) -> None:
-    """Remove grader containers a killed run left behind (idempotent: nothing to remove is fine)."""
+@click.option("--run-id", help="Remove this run's grader containers (its id is in the run's first line).")
+@click.option(
+    "--all",
+    "all_runs",
+    is_flag=True,
+    help="Remove every wpbench-k8s grader container on the engine, other users' live runs included.",
+)
+def cleanup_command(run_id: str | None, all_runs: bool) -> None:
+    """Remove grader containers a killed run left behind (idempotent: nothing to remove is fine).
+
+    Needs --run-id RUN or --all. Exit 3 when the Docker engine cannot be reached.
+    """
     from wpbench_k8s.executor.docker import remove_run_containers
 
-    removed = remove_run_containers(run_id)
+    if bool(run_id) == all_runs:
+        raise click.UsageError("give --run-id RUN (one run's containers) or --all (every run's), not both or neither")
+    removed = remove_run_containers(run_id or None, strict=True)
     click.echo(f"removed {removed} container(s)")
 
 

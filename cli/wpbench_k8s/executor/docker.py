@@ -186,6 +186,11 @@ class DockerExecutor(Executor):
         self._lock = threading.Lock()
         self._spares: deque[Future[_Spare]] = deque()
         self._grading = 0  # run_grader calls under way: as many spares are kept ready
+        # cleanup() closes the executor: no container is created after it, and it waits for creations
+        # under way (a grader thread may be creating one as Ctrl-C arrives) before it sweeps by label.
+        self._closed = False
+        self._creating = 0
+        self._idle = threading.Condition(self._lock)
         # Two threads prepare the next containers while graders run; one removes finished ones.
         self._creator = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grader-create")
         self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-remove")
@@ -235,7 +240,20 @@ class DockerExecutor(Executor):
 
     # ---- containers ---------------------------------------------------------------------------
     def _prepare(self) -> _Spare:
-        """Create, attach and start a container; its supervisor then waits for the task on stdin."""
+        """Create, attach and start a container; its supervisor then waits for the task on stdin.
+        Refused (PrepareError) once cleanup() has begun."""
+        with self._lock:
+            if self._closed:
+                raise PrepareError("the run is stopping: no new grader container")
+            self._creating += 1
+        try:
+            return self._create_and_start()
+        finally:
+            with self._lock:
+                self._creating -= 1
+                self._idle.notify_all()
+
+    def _create_and_start(self) -> _Spare:
         name = f"{self._prefix}-{next(self._counter)}"
         try:
             container = str(
@@ -274,7 +292,7 @@ class DockerExecutor(Executor):
         way as many are being prepared as graders are running, one for each to take next."""
         with self._lock:
             ready = self._spares.popleft() if self._spares else None
-            while len(self._spares) < self._grading:
+            while not self._closed and len(self._spares) < self._grading:
                 self._spares.append(self._creator.submit(self._prepare))
         if ready is not None:
             try:
@@ -384,15 +402,18 @@ class DockerExecutor(Executor):
         return task.timeout_seconds + self.spec.grace_seconds
 
     def cleanup(self) -> int:
+        """Close the executor and remove every container of the run that is still there (spares, graders
+        still running, a container a grader thread was creating meanwhile); returns how many went."""
         with self._lock:
+            self._closed = True
             spares, self._spares = list(self._spares), deque()
         self._creator.shutdown(wait=True, cancel_futures=True)
+        with self._lock:  # creations under way finish (bounded by the engine client's timeout)
+            self._idle.wait_for(lambda: self._creating == 0, timeout=120)
         for spare in spares:
-            if spare.done():
-                self._release(spare)
+            if spare.done() and not spare.cancelled() and spare.exception() is None:
+                spare.result().sock.close()  # its container goes with the sweep below, and is counted
         self._remover.shutdown(wait=True)
-        self._creator = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grader-create")
-        self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-remove")
         return remove_run_containers(self.run_id, self.api)
 
     def _remove_quietly(self, container: str) -> None:
@@ -404,13 +425,22 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
-def remove_run_containers(run_id: str | None = None, api: docker.APIClient | None = None) -> int:
-    """Remove grader containers of one run (or of every run when run_id is None). Idempotent."""
-    api = api or engine_client()
+def remove_run_containers(
+    run_id: str | None = None, api: docker.APIClient | None = None, *, strict: bool = False
+) -> int:
+    """Remove grader containers of one run (or of every run when run_id is None). Idempotent.
+
+    Raises:
+        ExecutorError: `strict` (the `cleanup` command) and the engine cannot be reached.
+    """
     label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
     try:
+        api = api or engine_client()
         found = api.containers(all=True, quiet=True, filters={"label": label})
-    except ENGINE_ERRORS:
+    except ENGINE_ERRORS as exc:
+        if strict:
+            where = os.environ.get("DOCKER_HOST") or "the local socket"
+            raise ExecutorError(f"Docker engine not reachable at {where}: {_short(exc)}") from exc
         return 0
     removed = 0
     for entry in found:

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import urllib3
+import yaml
 from kubernetes import client as k8s
 
 from wpbench_k8s import __version__
-from wpbench_k8s.errors import ExecutorError
+from wpbench_k8s.errors import ExecutorError, InputError
 
 log = logging.getLogger(__name__)
 USER_AGENT = f"wpbench-k8s/{__version__}"
@@ -143,9 +144,10 @@ def _error(status: int, body: bytes, reason: str = "") -> KubeError:
 
 
 def api_client(
-    kubeconfig: str | None = None, context: str | None = None, *, user_agent: str = USER_AGENT
+    kubeconfig: str | None = None, context: str | None = None, *, user_agent: str = USER_AGENT, retry: bool = True
 ) -> k8s.ApiClient:
-    """An ApiClient from a kubeconfig (or, inside a pod with none given, the service account).
+    """An ApiClient from a kubeconfig (or, inside a pod with none given, the service account);
+    `retry=False`: urllib3 tries each request once.
 
     Raises:
         ExecutorError: no usable configuration.
@@ -169,10 +171,17 @@ def api_client(
             )
         # Watches, the reconcile worker and concurrent log reads share one pool of connections.
         cfg.connection_pool_maxsize = CONNECTIONS
+        if not retry:
+            cfg.retries = False
         api = k8s.ApiClient(cfg)
     except (kconfig.ConfigException, OSError, TypeError) as exc:
         raise ExecutorError(
             f"no usable Kubernetes configuration ({kubeconfig or 'default kubeconfig'}): {exc}"
+        ) from exc
+    except (yaml.YAMLError, ValueError, AttributeError, KeyError, RecursionError) as exc:  # a kubeconfig that is
+        # not YAML, or YAML of the wrong shape: bad input, named in one line
+        raise InputError(
+            f"{kubeconfig or 'default kubeconfig'}: not a usable kubeconfig: {' '.join(str(exc).split())[:300]}"
         ) from exc
     api.user_agent = user_agent
     return api
@@ -195,9 +204,11 @@ class Kube:
         *,
         read_timeout: float = READ_TIMEOUT,
         writes: TokenBucket | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
     ) -> None:
         self.api = api
         self.read_timeout = read_timeout
+        self.connect_timeout = connect_timeout
         self.writes = writes or TokenBucket(WRITE_QPS, WRITE_BURST)  # shared by every call of this client
 
     def _open(
@@ -218,11 +229,11 @@ class Kube:
         request = api.param_serialize(
             method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"]
         )
-        timeout = (CONNECT_TIMEOUT, read_timeout or self.read_timeout)
+        timeout = (self.connect_timeout, read_timeout or self.read_timeout)
         try:
             response = api.call_api(*request, _request_timeout=timeout).response
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise Unreachable(None, type(exc).__name__, str(exc)) from exc
+            raise Unreachable(None, type(exc).__name__, f"{api.configuration.host}: {exc}") from exc
         if not 200 <= response.status < 300:
             try:
                 data = response.read()
