@@ -23,6 +23,14 @@ class Problem:
     level: Literal["error", "warning"]
     where: str
     message: str
+    # `run` refuses a suite with any error it cannot grade right (`refused_by_run`); authoring metadata
+    # (source_refs) and the reference solution's presence (the reference check refuses that itself) do not stop it.
+    run_refuses: bool = True
+
+
+def refused_by_run(suite: Suite) -> list[Problem]:
+    """The errors of `dataset validate` that `run` and `submit` refuse too, before anything runs."""
+    return [p for p in lint_suite(suite) if p.level == "error" and p.run_refuses]
 
 
 def split_delimited(pattern: str) -> tuple[str, str] | None:
@@ -67,11 +75,11 @@ def lint_execution(test: ExecutionTest) -> list[Problem]:
     if sum(a.weight for a in test.runtime_checks.assertions) <= 0:
         out.append(Problem("error", where, "runtime assertions have zero total weight"))
     if test.artifact_kind == "php_snippet" and test.reference_solution is None:
-        out.append(Problem("error", where, "no reference_solution"))
+        out.append(Problem("error", where, "no reference_solution", run_refuses=False))
     if test.artifact_kind == "wp_plugin_files" and not test.reference_files:
-        out.append(Problem("error", where, "wp_plugin_files test without reference_files"))
+        out.append(Problem("error", where, "wp_plugin_files test without reference_files", run_refuses=False))
     if not test.metadata.source_refs:
-        out.append(Problem("error", where, "metadata.source_refs is empty"))
+        out.append(Problem("error", where, "metadata.source_refs is empty", run_refuses=False))
     for group in ("required_patterns", "forbidden_patterns"):
         for i, pat in enumerate(getattr(test.static_checks, group)):
             body, flags = pcre_to_python(pat.pattern)

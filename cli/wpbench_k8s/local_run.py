@@ -159,7 +159,8 @@ class LocalRun:
             return ResultsWriter(self.resume.summary_path, self.resume.jsonl_path, kept=self.resume.kept)
         writer = ResultsWriter(Path(self.config.output.path), Path(self.config.output.records_path), run_timestamp())
         writer.write_sidecar(sidecar_doc(self.manifest, summary_path=writer.json_path, jsonl_path=writer.jsonl_path,
-                                         executor=self.executor_name, started_at=started))  # fmt: skip
+                                         executor=self.executor_name, started_at=started,
+                                         cache_dir=self.cache.directory if self.cache else None))  # fmt: skip
         return writer
 
     def _preflight(self, executor: Any) -> None:

@@ -51,10 +51,29 @@ def load_run_suite(config: Config) -> Suite:
             "export the dataset to JSONL (wpbench-k8s dataset export) and set dataset.path"
         )
     base = Path(config.dataset.path) if config.dataset.path else default_datasets_dir()
+    if not config.dataset.path and not (base / config.suite_name).is_dir() and not (base / "execution").is_dir():
+        known = sorted(p.name for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+        raise InputError(
+            f"--suite {config.suite_name}: no such suite in {base}; suites there: {', '.join(known) or 'none'} "
+            "(or point --dataset-path at a suite folder or JSONL)"
+        )
     if base.is_file():
         # A JSONL export is filtered only to a suite the user named, never to our default suite.
         return load_suite(base, config.suite_filter)
     return load_suite(base, config.suite_name if not config.dataset.path else None)
+
+
+def refuse_invalid_tests(suite: Suite) -> None:
+    """The checks of `dataset validate` that decide whether a test can be graded right (a forbidden pattern
+    that does not compile would silently never fire): an InputError before anything runs."""
+    from wpbench_k8s.lint import refused_by_run
+
+    problems = refused_by_run(suite)
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise InputError(f"{suite.source}: {first.where}: {first.message}{more}; see: wpbench-k8s dataset validate "
+                         f"{suite.source}")  # fmt: skip
 
 
 def run_profile(config: Config, suite: Suite) -> ProfileName:
@@ -116,6 +135,7 @@ def plan_run(
     `dry_run` plans a model run without models (nothing is called; the selection is what counts).
     """
     suite = load_run_suite(config)
+    refuse_invalid_tests(suite)
     profile = get_profile(run_profile(config, suite))
     selected = select_tests(suite, config.run, execution_only=mode == "reference", profile=profile.name)
     if not selected:

@@ -24,14 +24,16 @@ SIDECAR_VERSION = "1"
 
 
 def sidecar_doc(manifest: RunManifest, *, summary_path: Path, jsonl_path: Path, executor: str,
-                started_at: str) -> dict[str, Any]:  # fmt: skip
-    """What `--resume` needs to finish the run as it was started."""
+                started_at: str, cache_dir: Path | None = None) -> dict[str, Any]:  # fmt: skip
+    """What `--resume` needs to finish the run as it was started (`cache_dir`: the verdict cache it used,
+    None when it ran without one: a resume keeps that choice)."""
     return {
         "sidecar_version": SIDECAR_VERSION,
         "manifest_digest": manifest.digest(),
         "summary_path": os.path.relpath(summary_path, jsonl_path.parent),
         "executor": executor,
         "started_at": started_at,
+        "cache": {"enabled": cache_dir is not None, "dir": str(cache_dir) if cache_dir else None},
         "manifest": manifest.model_dump(mode="json"),
     }
 
@@ -45,6 +47,9 @@ class ResumeState:
     executor: str
     started_at: str
     source: Path
+    # The verdict cache the run used: None when the sidecar predates the setting (the defaults apply).
+    cache_enabled: bool | None = None
+    cache_dir: Path | None = None
 
     def remaining(self) -> list[str]:
         done = {r.item_id for r in self.kept}
@@ -58,6 +63,8 @@ def _read_records(path: Path, run_id: str) -> dict[str, Record]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not a results file (not UTF-8)") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -81,22 +88,27 @@ def load_resume(path: Path) -> ResumeState:
         InputError: the file is not a run's results, its manifest is missing or damaged.
     """
     name = path.name
+    if not path.is_file():  # first: a missing file is the likelier mistake than its name
+        raise InputError(f"--resume {path}: no such file" + (" (a directory)" if path.is_dir() else ""))
     if name.endswith(".jsonl.partial"):
         jsonl = path.with_name(name.removesuffix(".partial"))
     elif name.endswith(".jsonl"):
         jsonl = path
     else:
-        raise InputError(f"--resume {path}: expected a run's results_<ts>.jsonl.partial or results_<ts>.jsonl")
-    if not path.exists():
-        raise InputError(f"--resume {path}: no such file")
+        raise InputError(
+            f"--resume {path}: not a run's records file; give the results_<ts>.jsonl.partial (or finished "
+            "results_<ts>.jsonl) a run wrote beside its summary"
+        )
     side = sidecar_path(jsonl)
     try:
         doc = json.loads(side.read_text(encoding="utf-8"))
         manifest = RunManifest.model_validate(doc["manifest"])
     except FileNotFoundError as exc:
         raise InputError(f"--resume {path}: {side} is missing (it holds the run's manifest)") from exc
-    except (ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{side}: not a readable run file: {exc}") from exc
+    except OSError as exc:
+        raise InputError(f"{side}: cannot read: {exc.strerror}") from exc
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise InputError(f"{side}: not a readable run file: {' '.join(str(exc).split())[:300]}") from exc
     if manifest.digest() != doc.get("manifest_digest"):
         raise InputError(f"{side}: manifest_digest does not match the manifest it holds (the file was edited)")
     records: dict[str, Record] = {}
@@ -114,11 +126,19 @@ def load_resume(path: Path) -> ResumeState:
         executor=str(doc.get("executor", "docker")),
         started_at=str(doc.get("started_at", "")),
         source=path,
+        **_cache_setting(doc.get("cache")),
     )
 
 
-def check_same_manifest(state: ResumeState, planned: RunManifest) -> None:
-    """Refuse a resume whose flags plan a different run than the one being resumed.
+def _cache_setting(stored: Any) -> dict[str, Any]:
+    if not isinstance(stored, dict) or not isinstance(stored.get("enabled"), bool):
+        return {}
+    folder = stored.get("dir")
+    return {"cache_enabled": stored["enabled"], "cache_dir": Path(folder) if isinstance(folder, str) else None}
+
+
+def check_same_manifest(state: ResumeState, planned: RunManifest, given: list[str] | None = None) -> None:
+    """Refuse a resume whose flags (`given`, as typed) plan a different run than the one being resumed.
 
     Run id, creation time, the resolved image id and concurrency are the run's own, not a choice
     of what to grade, so they are taken from the stored manifest before comparing digests.
@@ -135,8 +155,9 @@ def check_same_manifest(state: ResumeState, planned: RunManifest) -> None:
     if same_run.digest() != stored.digest():
         differs = [k for k in ("suite", "dataset_digest", "mode", "seed", "selected_test_ids", "grader", "models",
                                "skills", "tests", "items") if getattr(same_run, k) != getattr(stored, k)]  # fmt: skip
+        flags = " ".join(given or []) or "these flags"
         raise InputError(
-            f"--resume {state.source}: these flags plan a different run (manifest digest {same_run.digest()} != "
-            f"{stored.digest()}; differs in: {', '.join(differs) or 'other fields'}); resume with the run's own "
-            "flags, or with --resume alone"
+            f"--resume {state.source} continues the run as it was planned; {flags} would plan a different run "
+            f"(it differs in: {', '.join(differs) or 'other fields'}: {len(same_run.items)} item(s) against the run's "
+            f"{len(stored.items)}). Resume with --resume alone (--execution-concurrency may change), or start a new run"
         )

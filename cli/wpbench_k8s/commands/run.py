@@ -111,7 +111,7 @@ def run_local(flags: LocalRunFlags) -> None:
     else:
         config, manifest = plan_from_flags(flags.run, dry_run=flags.dry_run)
         if resume:
-            check_same_manifest(resume, manifest)
+            check_same_manifest(resume, manifest, flags.run.given())
     if resume and flags.run.execution_concurrency:
         resume.manifest.execution_concurrency = flags.run.execution_concurrency
     if flags.output_path:
@@ -120,7 +120,10 @@ def run_local(flags: LocalRunFlags) -> None:
     if flags.dry_run or config.run.dry_run:
         print_selection(Console(), manifest)
         return
-    cache = None if flags.no_cache else VerdictCache(flags.cache_dir or default_cache_dir())
+    # A resumed run keeps the cache setting it started with; --no-cache / --cache-dir given now win.
+    use_cache = not flags.no_cache and (resume is None or resume.cache_enabled is not False)
+    stored_dir = resume.cache_dir if resume else None
+    cache = VerdictCache(flags.cache_dir or stored_dir or default_cache_dir()) if use_cache else None
     run = LocalRun(config, manifest, console=console, executor_name=flags.executor_name, resume=resume,
                    cache=cache, engine_wait_seconds=flags.engine_wait_seconds, report=flags.report)  # fmt: skip
 

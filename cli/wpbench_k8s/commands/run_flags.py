@@ -46,6 +46,20 @@ class RunFlags:
     profile: str | None
     prompt_templates: Path | None
 
+    def given(self) -> list[str]:
+        """The planning flags given, as typed (for messages)."""
+        out: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in {"execution_concurrency", "continue_on_error"} or value in (None, False, (), ""):
+                continue
+            flag = "--" + {"config_path": "config", "timeout_seconds": "timeout", "skills": "skill"}.get(
+                f.name, f.name
+            ).replace("_", "-")
+            values = value if isinstance(value, tuple) else (value,)
+            out.extend(flag if v is True else f"{flag} {v}" for v in values)
+        return out
+
     def plans_anything(self) -> bool:
         """Whether a flag says what to grade (with `run --resume` alone the stored manifest is used)."""
         scheduling = {"execution_concurrency", "continue_on_error"}
@@ -123,12 +137,13 @@ def config_from_flags(flags: RunFlags) -> tuple[Config, RunMode]:
             overrides[key] = getattr(flags, flag)
     if flags.dataset_path:
         overrides["dataset.path"] = str(flags.dataset_path)
-    if flags.test_id:
-        overrides["run.test_ids"] = _split(flags.test_id)
-    if flags.category:
-        overrides["run.categories"] = _split(flags.category)
-    if flags.model_name:
-        overrides["models"] = [{"name": n} for n in _split(flags.model_name)]
+    # A flag given with nothing in it (`--test-id ,`, `--category ""`) would select the whole suite: refused.
+    for flag, values, key in (("--test-id", flags.test_id, "run.test_ids"), ("--category", flags.category,
+                              "run.categories"), ("--model-name", flags.model_name, "models")):  # fmt: skip
+        if values and not _split(values):
+            raise InputError(f"{flag}: empty ({' '.join(repr(v) for v in values)}); name at least one")
+        if values:
+            overrides[key] = _split(values) if key != "models" else [{"name": n} for n in _split(values)]
     if flags.skills:
         overrides["skills.paths"] = [str(p) for p in flags.skills]
     if flags.skills_include_references is not None:
@@ -158,6 +173,11 @@ def config_from_flags(flags: RunFlags) -> tuple[Config, RunMode]:
             f"flags: choose one of --check-reference-solution, --check-exploits, --completions (got {chosen})"
         )
     mode: RunMode = chosen[0] if chosen else "models"  # type: ignore[assignment]
+    if mode == "reference" and config.run.test_type == "knowledge":
+        raise InputError(
+            "--check-reference-solution grades execution tests' reference solutions; --test-type knowledge selects "
+            "none (check knowledge tests with: wpbench-k8s dataset validate)"
+        )
     if mode in ("reference", "exploits") and flags.continue_on_error is None:
         # A check wants every test's answer, not the first failure.
         config.run.continue_on_error = True
