@@ -14,7 +14,7 @@ from wpbench_k8s import __version__
 from wpbench_k8s.errors import WPBenchError
 
 # Modules under wpbench_k8s.commands that contribute commands; each has `commands: list[click.Command]`.
-COMMAND_MODULES = ("run", "submit", "status", "results", "logs", "cancel", "requeue", "dataset", "report")
+COMMAND_MODULES = ("run", "submit", "status", "results", "runs", "logs", "cancel", "requeue", "dataset", "report")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

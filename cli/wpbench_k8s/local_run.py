@@ -199,6 +199,7 @@ class LocalRun:
             TimeRemainingColumn(),
             TextColumn("[yellow]{task.fields[waiting]}"),
             console=self.console,
+            disable=not self.console.is_terminal,  # CI and pipes get one line per record instead
         )  # fmt: skip
         tally: dict[str, Any] = {"passed": 0, "failed": 0, "errored": 0}
         for record in writer.records:
@@ -217,6 +218,11 @@ class LocalRun:
             writer.append(record)
             tally[_tally_key(record)] += 1
             progress.update(bar, advance=1, **tally)
+            if progress.disable:
+                done, key, status = sum(tally.values()), _tally_key(record), record.grader.status
+                shown = key if status == key else f"{key} ({status})"
+                self.console.print(f"{done}/{len(manifest.items)} {record.item_id}: {shown}", highlight=False,
+                                   markup=False)  # fmt: skip
 
         resumed = f", resuming: {len(writer.records)} kept, {len(todo)} to grade" if self.resume else ""
         self.console.print(
@@ -281,7 +287,8 @@ class LocalRun:
     def _report(self, records: list[Record], extra: dict[str, Any], writer: ResultsWriter) -> int:
         console = self.console
         console.print(category_table(records, f"{self.manifest.suite} — {self.manifest.mode}"))
-        console.print(f"results: {writer.json_path}\nrecords: {writer.jsonl_path}")
+        console.print(f"results: {writer.json_path}\nrecords: {writer.jsonl_path}",
+                      highlight=False, soft_wrap=True)  # fmt: skip
         if "exploits" in extra:
             exploitable = extra["exploits"]["exploitable"]
             for test_id, cheats in exploitable.items():

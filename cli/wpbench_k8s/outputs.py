@@ -65,7 +65,9 @@ class ResultsWriter:
     def __init__(self, json_path: Path, jsonl_path: Path, ts: str | None = None, *,
                  kept: list[Record] | None = None) -> None:  # fmt: skip
         """`ts` stamps new paths; without it the paths are used as given (a resumed run). `kept`
-        records (a resumed run's final ones) start the .partial file afresh."""
+        records (a resumed run's final ones) start the .partial file afresh. Paths are kept absolute, so
+        every message names a file the same way wherever it is read."""
+        json_path, jsonl_path = json_path.absolute(), jsonl_path.absolute()
         self.json_path = _stamped(json_path, ts, ".json") if ts else json_path
         self.jsonl_path = _stamped(jsonl_path, ts, ".jsonl") if ts else jsonl_path
         self.partial_path = self.jsonl_path.with_name(self.jsonl_path.name + ".partial")

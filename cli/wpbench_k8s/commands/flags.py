@@ -71,3 +71,37 @@ def reports_cluster_errors(func: F) -> F:
             return func(*args, **kwargs)
 
     return wrapper
+
+
+OUTPUT_FORMATS = ("json", "yaml")
+
+
+def output_format_option(*names: str) -> Callable[[F], F]:
+    """`-o/--output-format json|yaml` (kubectl's -o): the command prints one document scripts can read."""
+    return click.option(
+        *names,
+        "output_format",
+        type=click.Choice(OUTPUT_FORMATS),
+        default=None,
+        help="Print one machine-readable document (json or yaml) on stdout instead of text.",
+    )
+
+
+def emit(doc: Any, output_format: str) -> None:
+    """Print `doc` as JSON or YAML on stdout."""
+    if output_format == "yaml":
+        import yaml
+
+        click.echo(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), nl=False)
+    else:
+        import json
+
+        click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def plain_console(stderr: bool = False) -> Any:
+    """A rich Console for the command's text: outside a terminal (CI, pipes) nothing is cut at 80 columns."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr)
+    return console if console.is_terminal else Console(stderr=stderr, width=1000, soft_wrap=True)

@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 
-from wpbench_k8s.commands.flags import ClusterFlags, cluster_options, flags_from, reports_cluster_errors
+from wpbench_k8s.commands.flags import (
+    ClusterFlags,
+    cluster_options,
+    emit,
+    flags_from,
+    output_format_option,
+    reports_cluster_errors,
+)
 
 
 @dataclass(frozen=True)
@@ -17,6 +24,7 @@ class ResultsFlags:
     cluster: ClusterFlags
     output: Path
     report: bool
+    output_format: str | None = None
 
 
 @click.command("results")
@@ -31,6 +39,7 @@ class ResultsFlags:
     help="JSONL path; the summary JSON goes beside it (same stem, .json).",
 )
 @click.option("--report", "report", is_flag=True, help="Also write the HTML report beside the summary (.html).")
+@output_format_option("--output-format")
 @reports_cluster_errors
 def results_command(**params: Any) -> None:
     """Fetch a run's records: the same JSONL (and summary JSON) a local `wpbench-k8s run` writes.
@@ -44,14 +53,23 @@ def results_command(**params: Any) -> None:
     from wpbench_k8s.cluster import fetch_results
 
     flags = flags_from(ResultsFlags, params)
-    got = fetch_results(flags.cluster.connect(), flags.run_name, flags.output, report=flags.report, console=Console())
-    if got.summary_path is None:
-        click.echo(f"run {flags.run_name} is {got.phase}: {got.records}/{got.items} records -> {got.records_path}"
-                   + ("; no report for an unfinished run" if flags.report else ""), err=True)  # fmt: skip
+    console = Console(stderr=True) if flags.output_format else Console()  # stdout holds only the document then
+    got = fetch_results(flags.cluster.connect(), flags.run_name, flags.output, report=flags.report, console=console)
+    paths = {"records_path": str(got.records_path.resolve()),
+             "summary_path": str(got.summary_path.resolve()) if got.summary_path else None,
+             "report_path": str(got.report_path.resolve()) if got.report_path else None}  # fmt: skip
+    if flags.output_format:
+        doc = {"run": flags.run_name, "phase": got.phase, "records": got.records, "items": got.items, **paths}
+        emit(doc, flags.output_format)
         return
-    click.echo(f"{got.records} records -> {got.records_path}; summary -> {got.summary_path}", err=True)
+    if got.summary_path is None:
+        unfinished = "; no report for an unfinished run" if flags.report else ""
+        click.echo(f"run {flags.run_name} is {got.phase}: {got.records}/{got.items} records -> "
+                   f"{paths['records_path']}{unfinished}", err=True)  # fmt: skip
+        return
+    click.echo(f"{got.records} records -> {paths['records_path']}; summary -> {paths['summary_path']}", err=True)
     if got.report_path is not None:
-        click.echo(f"report: {got.report_path}", err=True)
+        click.echo(f"report: {paths['report_path']}", err=True)
 
 
 commands = [results_command]

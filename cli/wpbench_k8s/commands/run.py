@@ -12,8 +12,9 @@ from typing import Any
 import click
 from rich.console import Console
 
-from wpbench_k8s.commands.flags import flags_from
+from wpbench_k8s.commands.flags import emit, flags_from, output_format_option, plain_console
 from wpbench_k8s.commands.run_flags import RunFlags, config_from_flags, plan_from_flags, run_options
+from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS
 from wpbench_k8s.manifest import RunManifest
 
@@ -31,6 +32,18 @@ class LocalRunFlags:
     no_cache: bool
     cache_dir: Path | None
     engine_wait_seconds: float
+    output_format: str | None = None
+
+
+def selection_doc(manifest: RunManifest) -> dict[str, Any]:
+    """What a dry run would grade, as one document (`--dry-run -o json|yaml`)."""
+    tests = []
+    for test_id in manifest.selected_test_ids:
+        t = manifest.tests[test_id]
+        kind = "knowledge" if t.get("type") in ("multiple_choice", "short_answer") else "execution"
+        tests.append({"id": test_id, "type": kind, "category": t.get("category"), "difficulty": t.get("difficulty")})
+    return {"suite": manifest.suite, "mode": manifest.mode, "profile": manifest.profile, "seed": manifest.seed,
+            "manifest_digest": manifest.digest(), "candidates": len(manifest.items), "tests": tests}  # fmt: skip
 
 
 def print_selection(console: Console, manifest: RunManifest) -> None:
@@ -53,8 +66,10 @@ def print_selection(console: Console, manifest: RunManifest) -> None:
 @click.command("run")
 @run_options
 @click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Summary JSON path; records go beside it (default output/results.json).")  # fmt: skip
+              help="Summary path stem (default output/results.json): a run writes STEM_<start>.json and, beside "
+                   "it, STEM_<start>.jsonl (records) and .jsonl.manifest; its last lines name them.")  # fmt: skip
 @click.option("--dry-run", is_flag=True, help="List exactly the selected tests; call nothing.")
+@output_format_option("-o", "--output-format")
 @click.option("--executor", "executor_name", default=None, help="Execution backend (docker, kubernetes).")
 @click.option("--report", "report", is_flag=True, help="Also write the HTML report beside the results (.html).")
 @click.option(
@@ -104,7 +119,7 @@ def run_local(flags: LocalRunFlags) -> None:
     from wpbench_k8s.local_run import LocalRun
     from wpbench_k8s.resume import check_same_manifest, load_resume
 
-    console = Console(stderr=True)
+    console = plain_console(stderr=True)
     resume = load_resume(flags.resume_path) if flags.resume_path else None
     if resume and not flags.run.plans_anything():
         config, manifest = config_from_flags(flags.run)[0], resume.manifest
@@ -118,8 +133,13 @@ def run_local(flags: LocalRunFlags) -> None:
         config.output.path = str(flags.output_path)
         config.output.jsonl_path = str(flags.output_path.with_suffix(".jsonl"))
     if flags.dry_run or config.run.dry_run:
-        print_selection(Console(), manifest)
+        if flags.output_format:
+            emit(selection_doc(manifest), flags.output_format)
+        else:
+            print_selection(plain_console(), manifest)
         return
+    if flags.output_format:
+        raise InputError("--output-format: only with --dry-run (a run writes its results as JSON files)")
     # A resumed run keeps the cache setting it started with; --no-cache / --cache-dir given now win.
     use_cache = not flags.no_cache and (resume is None or resume.cache_enabled is not False)
     stored_dir = resume.cache_dir if resume else None

@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 
-from wpbench_k8s.commands.flags import ClusterFlags, cluster_options, flags_from, reports_cluster_errors
+from wpbench_k8s.commands.flags import (
+    ClusterFlags,
+    cluster_options,
+    emit,
+    flags_from,
+    output_format_option,
+    reports_cluster_errors,
+)
 
 
 @dataclass(frozen=True)
@@ -16,12 +23,14 @@ class StatusFlags:
     run_name: str
     cluster: ClusterFlags
     watch: bool
+    output_format: str | None = None
 
 
 @click.command("status")
 @click.argument("run_name")
 @cluster_options
 @click.option("--watch", "-w", is_flag=True, help="Follow the run with a progress bar until it finishes.")
+@output_format_option("-o", "--output-format")
 @reports_cluster_errors
 def status_command(**params: Any) -> None:
     """Show a run's phase, done/total, passes, failures and infra retries."""
@@ -34,8 +43,14 @@ def show_status(flags: StatusFlags) -> None:
     from wpbench_k8s.cluster import follow, status_line
 
     cluster = flags.cluster.connect()
-    if not flags.watch:
-        click.echo(status_line(cluster.run(flags.run_name)))
+    if not flags.watch or flags.output_format:
+        run = cluster.run(flags.run_name) if not flags.watch else follow(cluster, flags.run_name, lambda run: None)
+        if flags.output_format:
+            emit(status_doc(run), flags.output_format)
+        else:
+            click.echo(status_line(run))
+        if flags.watch and (run.get("status") or {}).get("phase") != "Succeeded":
+            sys.exit(1)
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -43,7 +58,7 @@ def show_status(flags: StatusFlags) -> None:
     name = flags.run_name
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
                TimeElapsedColumn())  # fmt: skip
-    with Progress(*columns, console=Console(stderr=True)) as progress:
+    with Progress(*columns, console=Console(stderr=True), disable=not sys.stderr.isatty()) as progress:
         bar = progress.add_task(name, total=None, counts="")
 
         def show(run: dict[str, Any]) -> None:
@@ -57,6 +72,24 @@ def show_status(flags: StatusFlags) -> None:
     click.echo(status_line(run))
     if (run.get("status") or {}).get("phase") != "Succeeded":
         sys.exit(1)
+
+
+COUNTS = ("done", "passed", "failed", "errors", "infraErrors", "infraRetries", "cached")
+
+
+def status_doc(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's name, namespace, phase and counts as one document (`-o json|yaml`)."""
+    meta, st = run.get("metadata") or {}, run.get("status") or {}
+    return {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "created": meta.get("creationTimestamp"),
+        "phase": st.get("phase", "Pending"),
+        "total": st.get("total", (run.get("spec") or {}).get("items", 0)),
+        **{key: st.get(key, 0) for key in COUNTS},
+        "score": st.get("score", 0.0),
+        "message": st.get("message", ""),
+    }
 
 
 commands = [status_command]

@@ -57,8 +57,11 @@ def submit_command(**params: Any) -> None:
     \b
     Examples:
       wpbench-k8s submit --check-reference-solution --limit 10 -n wpbench
-      wpbench-k8s submit --config run.yaml --context kind-wpbench
-      wpbench-k8s submit --check-reference-solution --dry-run > run.yaml
+      wpbench-k8s submit --config wp-bench.yaml --context kind-wpbench
+      wpbench-k8s submit --check-reference-solution --dry-run > wpbenchrun-dryrun.yaml
+
+    --dry-run prints the objects for reading (not a config: --config refuses it).
+    Exit codes: 0 submitted, 2 bad input, 3 cluster unreachable or refusing.
     """
     click.echo(submit_run(flags_from(SubmitFlags, params)), nl=False)
 
