@@ -13,7 +13,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	PYTHONWARNINGS=ignore $(PY) -m pip install -q -e '.[dev]'  # no setuptools editable-install banner
 	touch $@
 
 docker:
@@ -29,7 +29,14 @@ runtime-image: docker
 
 # The main job: a reference-solution check of a stratified subset on local Docker.
 demo: setup runtime-image
-	$(BIN)/wpbench-k8s run --check-reference-solution --limit 12 --execution-concurrency $(CONCURRENCY)
+	$(BIN)/wpbench-k8s run --check-reference-solution --limit 12 --execution-concurrency $(CONCURRENCY) --report
+	@echo ""
+	@echo "Next:"
+	@echo "  open the report named on the line 'report:' above (one self-contained HTML file)"
+	@echo "  source .venv/bin/activate"
+	@echo "  wpbench-k8s runs                                      # the runs in output/"
+	@echo "  wpbench-k8s run --check-exploits --limit 12            # trivial cheats must all fail"
+	@echo "  wpbench-k8s run --model-name gpt-4o --limit 20 --report # a model (needs OPENAI_API_KEY)"
 
 # The Kubernetes tests run against the real local cluster: it is started (or reused) first.
 test: setup runtime-image controller-image browser kwok cluster-up

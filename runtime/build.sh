@@ -69,5 +69,7 @@ cmp -s "$ZIP_CACHE" "$HERE/vendor/sqlite-database-integration.zip" 2>/dev/null \
 # --- build ---------------------------------------------------------------------------------
 log "docker build -t $IMAGE (base $BASE)"
 # shellcheck disable=SC2086
-docker build ${DOCKER_BUILD_ARGS:-} --build-arg "BASE_IMAGE=$BASE" -t "$IMAGE" "$HERE" >&2
+# Without buildx the CLI prints a three-line notice that the legacy builder is deprecated: noise here.
+docker build ${DOCKER_BUILD_ARGS:-} --build-arg "BASE_IMAGE=$BASE" -t "$IMAGE" "$HERE" 2>&1 \
+  | sed '/^DEPRECATED: The legacy builder/,/docs\.docker\.com\/go\/buildx/d' >&2
 log "built $IMAGE in $(( $(date +%s) - start )) s"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from wpbench_k8s.dataset import load_suite
 from wpbench_k8s.errors import InputError, first_error
 from wpbench_k8s.records import Record
+from wpbench_k8s.textsafe import decode_utf8
 
 
 class _Doc(BaseModel):
@@ -170,7 +171,7 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise InputError(f"{path}: not a summary JSON document ({exc})") from exc
 
 
@@ -187,15 +188,18 @@ def load_summary(path: Path) -> Summary:
 
 def load_records(path: Path) -> list[Record]:
     records = []
-    with path.open(encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                records.append(Record.model_validate_json(line))
-            except ValidationError as exc:
-                where, message = first_error(exc)
-                raise InputError(f"{path}, line {number}, field {where}: {message}") from exc
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+    for number, line in enumerate(decode_utf8(data, str(path)).split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(Record.model_validate_json(line))
+        except ValidationError as exc:
+            where, message = first_error(exc)
+            raise InputError(f"{path}, line {number}, field {where}: {message}") from exc
     return records
 
 
