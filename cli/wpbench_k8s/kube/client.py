@@ -174,12 +174,12 @@ def api_client(
         if not retry:
             cfg.retries = False
         api = k8s.ApiClient(cfg)
-    except (kconfig.ConfigException, OSError, TypeError) as exc:
+    except (kconfig.ConfigException, OSError) as exc:
         raise ExecutorError(
             f"no usable Kubernetes configuration ({kubeconfig or 'default kubeconfig'}): {exc}"
         ) from exc
-    except (yaml.YAMLError, ValueError, AttributeError, KeyError, RecursionError) as exc:  # a kubeconfig that is
-        # not YAML, or YAML of the wrong shape: bad input, named in one line
+    except (yaml.YAMLError, ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+        # a kubeconfig that is not YAML, or YAML of the wrong shape: bad input, named in one line
         raise InputError(
             f"{kubeconfig or 'default kubeconfig'}: not a usable kubeconfig: {' '.join(str(exc).split())[:300]}"
         ) from exc
