@@ -431,3 +431,25 @@ def test_a_resumed_run_keeps_the_cache_setting_it_started_with(tmp_path):
         state = load_resume(jsonl)
         assert state.cache_enabled is (cache_dir is not None) and state.cache_dir == cache_dir
     assert os.environ.get("WPBENCH_NO_CACHE") == "1"  # conftest: tests never read a developer's cache
+
+
+def test_make_demo_ends_with_next_steps_that_work(tmp_path, monkeypatch):
+    import shlex
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("make not installed")
+    recipe = subprocess.run(["make", "-n", "demo"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    (main_job,) = [line for line in recipe.splitlines() if "--check-reference-solution" in line]
+    assert main_job.endswith("--report") and 'echo "Next:"' in recipe  # the report the first step opens
+    steps = [line.split('"', 1)[1].rsplit('"', 1)[0] for line in recipe.splitlines() if "wpbench-k8s " in line
+             and line.startswith("echo")]  # fmt: skip
+    assert len(steps) == 3
+    monkeypatch.chdir(tmp_path)
+    for step in steps:
+        argv = shlex.split(step.split("#")[0])[1:]
+        if argv[0] == "run":
+            argv += ["--dry-run", "-o", "json"]  # plan exactly what the step would run, call nothing
+        code, _, err = cli(*argv)
+        assert code == 0, (step, err)
