@@ -77,7 +77,8 @@ def print_selection(console: Console, manifest: RunManifest) -> None:
     "resume_path",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Continue a run from its results_<ts>.jsonl.partial (or finished .jsonl): final verdicts are "
-    "kept, infra errors and missing items graded. Other flags, if given, must plan the same run.",
+    "kept, infra errors and missing items graded, with the verdict cache setting the run started with. Other "
+    "flags, if given, must plan the same run.",
 )
 @click.option(
     "--no-cache",
@@ -101,6 +102,10 @@ def print_selection(console: Console, manifest: RunManifest) -> None:
 )
 def run_command(**params: Any) -> None:
     """Run the benchmark on this machine: one fresh locked-down grader container per test.
+
+    Exit codes: 0 done, 1 a check found something (failing reference, passing exploit) or the run stopped at an
+    error, 2 bad input (nothing written, nothing started), 3 no Docker engine or image, 5 an output file cannot be
+    written, 130 interrupted (every container of the run removed). Outside a terminal: one line per record.
 
     \b
     Examples:
