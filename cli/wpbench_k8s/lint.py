@@ -23,9 +23,10 @@ class Problem:
     level: Literal["error", "warning"]
     where: str
     message: str
-    # `run` refuses a suite with any error it cannot grade right (`refused_by_run`); authoring metadata
-    # (source_refs) and the reference solution's presence (the reference check refuses that itself) do not stop it.
-    run_refuses: bool = True
+    # `run` refuses the errors that make a test grade wrong (`refused_by_run`): a check that cannot fire, nothing
+    # that decides the pass, a matcher that misjudges its author's own examples. Authoring completeness (source
+    # refs, sample answers and probes present, a reference, alternatives) is validate's alone.
+    run_refuses: bool = False
 
 
 def refused_by_run(suite: Suite) -> list[Problem]:
@@ -71,28 +72,39 @@ def lint_execution(test: ExecutionTest) -> list[Problem]:
     if extra:
         out.append(Problem("warning", where, f"unknown field(s): {', '.join(sorted(extra))}"))
     if not test.runtime_checks.assertions:
-        out.append(Problem("error", where, "runtime_checks.assertions is empty: nothing decides the pass"))
+        out.append(
+            Problem("error", where, "runtime_checks.assertions is empty: nothing decides the pass", run_refuses=True)
+        )
     if sum(a.weight for a in test.runtime_checks.assertions) <= 0:
-        out.append(Problem("error", where, "runtime assertions have zero total weight"))
+        out.append(Problem("error", where, "runtime assertions have zero total weight", run_refuses=True))
     if test.artifact_kind == "php_snippet" and test.reference_solution is None:
-        out.append(Problem("error", where, "no reference_solution", run_refuses=False))
+        out.append(Problem("error", where, "no reference_solution"))
     if test.artifact_kind == "wp_plugin_files" and not test.reference_files:
-        out.append(Problem("error", where, "wp_plugin_files test without reference_files", run_refuses=False))
+        out.append(Problem("error", where, "wp_plugin_files test without reference_files"))
     if not test.metadata.source_refs:
-        out.append(Problem("error", where, "metadata.source_refs is empty", run_refuses=False))
+        out.append(Problem("error", where, "metadata.source_refs is empty"))
     for group in ("required_patterns", "forbidden_patterns"):
         for i, pat in enumerate(getattr(test.static_checks, group)):
             body, flags = pcre_to_python(pat.pattern)
             try:
                 re.compile(body, flags)
             except re.error as exc:
-                out.append(Problem("error", f"{where}, static_checks.{group}.{i}", f"regex does not compile: {exc}"))
+                out.append(
+                    Problem(
+                        "error",
+                        f"{where}, static_checks.{group}.{i}",
+                        f"regex does not compile: {exc}",
+                        run_refuses=True,
+                    )
+                )
     for i, alt in enumerate(test.alternative_solutions):
         if (alt.code, alt.files) == (test.reference_solution, test.reference_files):
             msg = "is the reference solution itself: an alternative must take a choice the other way"
             out.append(Problem("error", f"{where}, alternative_solutions.{i}", msg))
     if test.test_function and not test.test_function_name():
-        out.append(Problem("error", where, f"test_function {test.test_function!r} has no function name"))
+        out.append(
+            Problem("error", where, f"test_function {test.test_function!r} has no function name", run_refuses=True)
+        )
     name = test.test_function_name()
     if name:
         for i, pat in enumerate(test.static_checks.required_patterns):
@@ -114,7 +126,7 @@ def lint_short_answer(test: KnowledgeTest, rules: str = DEFAULT_RULES, required:
         out.append(Problem(missing, where, msg))
     if sample is not None and score_knowledge(test, f"Answer: {sample}", rules).score != 1.0:
         msg = f"its own sample answer {sample!r} scores 0 (set metadata.sample_answer or fix the matcher)"
-        out.append(Problem("error", where, msg))
+        out.append(Problem("error", where, msg, run_refuses=True))
     probes = test.metadata.probes
     if probes is None or not probes.accept or not probes.reject:
         msg = "metadata.probes needs accept (right phrasings, must score 1) and reject (near-misses, must score 0)"
@@ -125,7 +137,7 @@ def lint_short_answer(test: KnowledgeTest, rules: str = DEFAULT_RULES, required:
             got = score_knowledge(test, reply, rules)
             if got.score != want:
                 msg = f"probe {reply!r} scores {got.score:g}, must score {want:g} ({got.reason})"
-                out.append(Problem("error", f"{where}, metadata.probes.{field}.{i}", msg))
+                out.append(Problem("error", f"{where}, metadata.probes.{field}.{i}", msg, run_refuses=True))
     return out
 
 

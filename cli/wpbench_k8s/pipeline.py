@@ -64,8 +64,8 @@ def load_run_suite(config: Config) -> Suite:
 
 
 def refuse_invalid_tests(suite: Suite) -> None:
-    """The checks of `dataset validate` that decide whether a test can be graded right (a forbidden pattern
-    that does not compile would silently never fire): an InputError before anything runs."""
+    """The errors of `dataset validate` that make a test grade wrong (a forbidden pattern that does not compile
+    would silently never fire; `lint.refused_by_run`): an InputError before anything runs."""
     from wpbench_k8s.lint import refused_by_run
 
     problems = refused_by_run(suite)

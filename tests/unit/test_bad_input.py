@@ -185,6 +185,15 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
         2,
         "regex does not compile",
     ),
+    ("suite-unnamed-function", run_with_suite(exec_test(test_function="( $a )")), 2, "has no function name"),
+    (
+        "suite-zero-weight",
+        run_with_suite(
+            exec_test(runtime_checks={"assertions": [{"type": "hook_registered", "hook": "init", "weight": 0}]})
+        ),
+        2,
+        "zero total weight",
+    ),
     ("suite-no-assertions", run_with_suite(exec_test(runtime_checks={"assertions": []})), 2, "assertions is empty"),
     (
         "suite-unknown-assertion",
