@@ -57,8 +57,8 @@ def cluster_options(func: F) -> F:
         click.option("--namespace", "-n", help=f"Namespace (default: the context's, else {DEFAULT_NAMESPACE})."),
         click.option("--request-timeout", type=click.FloatRange(min=0.1, max=600), default=REQUEST_TIMEOUT,
                      show_default=True,
-                     help="Seconds one API request may take, tried once; an unanswering server fails in one line "
-                          "naming it (exit 3)."),
+                     help="Seconds one API request may take (never resent once the server has it); an unanswering "
+                          "server fails in one line naming it (exit 3)."),
     ])  # fmt: skip
 
 

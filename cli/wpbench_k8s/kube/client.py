@@ -147,7 +147,8 @@ def api_client(
     kubeconfig: str | None = None, context: str | None = None, *, user_agent: str = USER_AGENT, retry: bool = True
 ) -> k8s.ApiClient:
     """An ApiClient from a kubeconfig (or, inside a pod with none given, the service account);
-    `retry=False`: urllib3 tries each request once.
+    `retry=False`: a request that reached the server is not sent again (a refused connection still is, twice),
+    so a server that accepts and never answers costs one read timeout, not four.
 
     Raises:
         ExecutorError: no usable configuration.
@@ -172,7 +173,7 @@ def api_client(
         # Watches, the reconcile worker and concurrent log reads share one pool of connections.
         cfg.connection_pool_maxsize = CONNECTIONS
         if not retry:
-            cfg.retries = False
+            cfg.retries = urllib3.util.Retry(total=2, connect=2, read=0, redirect=0, status=0, other=0)
         api = k8s.ApiClient(cfg)
     except (kconfig.ConfigException, OSError) as exc:
         raise ExecutorError(
