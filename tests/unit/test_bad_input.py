@@ -139,6 +139,29 @@ def export_under_a_file(tmp: Path) -> list[str]:
     return ["dataset", "export", str(MINI), "-o", str(tmp / "afile" / "x.jsonl")]
 
 
+def templates_of(content: bytes) -> Callable[[Path], list[str]]:
+    def argv(tmp: Path) -> list[str]:
+        (tmp / "tpl").mkdir()
+        write(tmp, "tpl/execution.txt", content)
+        return ["run", "--dataset-path", str(MINI), "--model-name", "a", "--prompt-templates", str(tmp / "tpl")]
+
+    return argv
+
+
+def skill_of(content: bytes) -> Callable[[Path], list[str]]:
+    return lambda tmp: ["run", "--dataset-path", str(MINI), "--model-name", "a", "--skill",
+                        str(write(tmp, "SKILL.md", content))]  # fmt: skip
+
+
+def rubric_of(content: bytes) -> Callable[[Path], list[str]]:
+    def argv(tmp: Path) -> list[str]:
+        rubric = write(tmp, "rubric.json", content)
+        cfg = write(tmp, "wp-bench.yaml", f"judge: {{model: a, rubric: '{rubric}', skip: false}}\n")
+        return ["run", "--config", str(cfg), "--dataset-path", str(MINI), "--model-name", "a"]
+
+    return argv
+
+
 UNREACHABLE = "https://127.0.0.1:1"
 CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     # config files
@@ -270,6 +293,12 @@ CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
     ("resume-not-records", resume_of(lambda tmp: write(tmp, "notes.txt", "hi")), 2, "not a run's records file"),
     ("resume-no-manifest", resume_of(lambda tmp: write(tmp, "results_x.jsonl", "")), 2, "is missing"),
     ("resume-damaged-manifest", resume_of(sidecar_damaged), 2, "not a readable run file"),
+    # prompt templates, skills, judge rubrics
+    ("templates-not-utf8", templates_of(b"\xff{{prompt}}"), 2, "not UTF-8"),
+    ("skill-not-utf8", skill_of(b"\xff\xfe"), 2, "not UTF-8"),
+    ("rubric-not-utf8", rubric_of(b"\xff"), 2, "not a judge rubric"),
+    ("rubric-deep", rubric_of(DEEP), 2, "not a judge rubric"),
+    ("rubric-malformed", rubric_of(b"{"), 2, "malformed JSON"),
     # reports
     ("report-malformed", report_of("{"), 2, "not a summary JSON"),
     ("report-binary", report_of(bytes(range(256))), 2, "not a summary JSON"),

@@ -82,6 +82,8 @@ def load_rubric(path: Path | str | None = None) -> Rubric:
         rubric = Rubric.model_validate(doc)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: malformed JSON at line {exc.lineno}: {exc.msg}") from exc
+    except (UnicodeDecodeError, RecursionError) as exc:
+        raise InputError(f"{path}: not a judge rubric (JSON text): {exc}") from exc
     except ValidationError as exc:
         where, message = first_error(exc)
         raise InputError(f"{path}: judge rubric field {where}: {message}") from exc

@@ -22,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from wpbench_k8s.errors import InputError
+from wpbench_k8s.textsafe import decode_utf8
 
 TEMPLATE_FILES = {"execution": "execution.txt", "multiple_choice": "multiple_choice.txt",
                   "short_answer": "short_answer.txt"}  # fmt: skip
@@ -55,7 +56,10 @@ def load_templates(folder: Path) -> PromptTemplates:
     for kind, name in TEMPLATE_FILES.items():
         path = folder / name
         if path.is_file():
-            text = path.read_text(encoding="utf-8")
+            try:
+                text = decode_utf8(path.read_bytes(), str(path))
+            except OSError as exc:
+                raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
             _check(text, path)
             by_type[kind] = text
     if not by_type:
