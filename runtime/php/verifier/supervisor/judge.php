@@ -5,8 +5,8 @@
  * This happens here, in the supervisor, which never runs candidate code: expected values, compare
  * modes, patterns and wanted callbacks never reach the runner's process (runner_job() strips them).
  * An observation is plain data; restore() turns the runner's markers for what JSON cannot carry back
- * into PHP values (an object becomes an Opaque stand-in that equals nothing the task can write, except
- * as PHP's == would: `true`, and its string form when it is Stringable).
+ * into PHP values (an object becomes an Opaque stand-in that equals nothing the task can write except
+ * its string form, when it is Stringable).
  *
  * Every global function and constant is fully qualified (see runner/observe.php for why).
  */
@@ -83,17 +83,26 @@ function cut_text( string $text, int $max ): string {
 	return \strlen( $text ) <= $max ? $text : \mb_strcut( $text, 0, $max, 'UTF-8' ) . '…';
 }
 
-/** PHP's ==, with Opaque standing in for the object the runner saw. */
+/**
+ * The `equals` comparison: PHP's == for numbers and strings (7, 7.0, "7" and "7.0" are equal; two
+ * numeric strings compare as numbers; any other string is equal only to itself), but a boolean or
+ * null is equal only to the same boolean or null, never to a value of another type. Arrays are equal
+ * when they have the same keys and equal values by these rules. An object the runner saw (Opaque)
+ * equals a string identical to its string form, and nothing else.
+ *
+ * PHP's own == would let `true` (or array(true)) equal every non-empty expected value, so one
+ * universal answer would pass every `equals` and `contains` check without knowing the value.
+ */
 function loosely_equal( mixed $a, mixed $b ): bool {
+	if ( \is_bool( $a ) || \is_bool( $b ) || null === $a || null === $b ) {
+		return $a === $b;
+	}
 	if ( $a instanceof Opaque || $b instanceof Opaque ) {
 		[ $opaque, $other ] = $a instanceof Opaque ? array( $a, $b ) : array( $b, $a );
-		if ( true === $other ) {
-			return true;
-		}
 		return \is_string( $other ) && null !== $opaque->string && $opaque->string === $other;
 	}
-	if ( \is_array( $a ) && \is_array( $b ) ) {
-		if ( \count( $a ) !== \count( $b ) ) {
+	if ( \is_array( $a ) || \is_array( $b ) ) {
+		if ( ! \is_array( $a ) || ! \is_array( $b ) || \count( $a ) !== \count( $b ) ) {
 			return false;
 		}
 		foreach ( $a as $key => $item ) {
@@ -103,12 +112,13 @@ function loosely_equal( mixed $a, mixed $b ): bool {
 		}
 		return true;
 	}
-	return $a == $b; // phpcs:ignore Universal.Operators.StrictComparisons
+	return $a == $b; // phpcs:ignore Universal.Operators.StrictComparisons -- only numbers and strings reach here
 }
 
 /**
- * The contract's `compare` modes: identical (===, default), equals (==), contains (substring or
- * array member), matches (regex on a string).
+ * The contract's `compare` modes: identical (===, default), equals (loosely_equal: == without
+ * boolean or null juggling), contains (substring, or an array member by loosely_equal), matches
+ * (regex on a string).
  *
  * @return array{0: bool, 1: string}
  */
