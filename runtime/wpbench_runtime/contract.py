@@ -131,7 +131,12 @@ class PatternResult(_Strict):
     weight: float = 1.0
     severity: Severity = "error"
     matched: bool
-    error: str | None = None  # set when the regex itself is invalid
+    # Set when the regex does not compile, or PCRE gave up on this code (backtrack limit, ...): then a
+    # forbidden pattern counts as matched and a required one as not matched.
+    error: str | None = None
+    # Forbidden patterns: constructs PHP's tokens show although the regex did not match them
+    # (e.g. "eval" for `EVAL/**/(`); each makes the pattern count as matched.
+    constructs: list[str] = Field(default_factory=list)
 
 
 class StaticResult(_Strict):

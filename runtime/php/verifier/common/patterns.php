@@ -48,7 +48,10 @@ function to_pcre( string $pattern ): string {
 /**
  * Matches a task pattern; an invalid regex is reported, never raised.
  *
- * @return array{0: bool, 1: ?string} [matched, error message when the regex is invalid]
+ * @return array{0: bool, 1: ?string, 2: bool} [matched, error message, undecided]: the error is set when
+ *     the regex does not compile, or when PCRE gave up on this subject (backtrack or recursion limit,
+ *     malformed UTF-8 under /u); undecided is true in the second case only, which depends on the
+ *     subject, so callers decide it against whoever wrote the subject.
  */
 function pattern_match( string $pattern, string $subject ): array {
 	$error = null;
@@ -64,9 +67,9 @@ function pattern_match( string $pattern, string $subject ): array {
 		\restore_error_handler();
 	}
 	if ( false === $result ) {
-		return array( false, $error ?? \preg_last_error_msg() );
+		return null !== $error ? array( false, $error, false ) : array( false, \preg_last_error_msg(), true );
 	}
-	return array( 1 === $result, null );
+	return array( 1 === $result, null, false );
 }
 
 /** The error of an invalid pattern, or null when it compiles. */

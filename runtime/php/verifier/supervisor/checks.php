@@ -61,14 +61,33 @@ function static_checks( array $task ): array {
 		'required'     => array(),
 		'forbidden'    => array(),
 	);
-	foreach ( array( 'required', 'forbidden' ) as $list ) {
-		foreach ( $task[ $list ] as $pattern ) {
-			[ $matched, $regex_error ] = pattern_match( $pattern['pattern'], $subject );
-			$result[ $list ][]         = $pattern + array(
-				'matched' => $matched,
-				'error'   => $regex_error,
-			);
+	foreach ( $task['required'] as $pattern ) {
+		[ $matched, $error, $undecided ] = pattern_match( $pattern['pattern'], $subject );
+		$result['required'][]            = $pattern + array(
+			'matched'    => $matched,
+			'error'      => $undecided ? "could not be checked ($error), so it counts as not matched" : $error,
+			'constructs' => array(),
+		);
+	}
+	$sources = null;
+	foreach ( $task['forbidden'] as $pattern ) {
+		[ $matched, $error, $undecided ] = pattern_match( $pattern['pattern'], $subject );
+		$constructs                      = array();
+		if ( ! $matched && ! $undecided ) {
+			// Underneath the regex: what PHP's tokens show (constructs.php).
+			$targets = targets( $pattern['pattern'] );
+			if ( $targets ) {
+				$sources ??= 'php_snippet' === $task['artifact_kind'] ? array( snippet_source( $task['code'] ) ) : \array_values( $task['files'] );
+				foreach ( $sources as $source ) {
+					$constructs = \array_values( \array_unique( \array_merge( $constructs, found( (string) $source, $targets ) ) ) );
+				}
+			}
 		}
+		$result['forbidden'][] = $pattern + array(
+			'matched'    => $matched || $undecided || (bool) $constructs,
+			'error'      => $undecided ? "could not be checked ($error), so it counts as matched" : $error,
+			'constructs' => $constructs,
+		);
 	}
 	return $result;
 }

@@ -116,13 +116,38 @@ function first_line( string $text ): string {
 	return \strtok( $text, "\n" ) ?: $text;
 }
 
+/**
+ * One PHP issue as the verdict keeps it: the four fields the runner reports, typed, and the phase the
+ * supervisor read from the event it came in (never a phase the record names itself).
+ *
+ * @return array{level: string, message: string, file: string, line: int, phase: string}
+ */
+function issue_row( mixed $issue, string $phase ): array {
+	$issue = \is_array( $issue ) ? $issue : array();
+	$text  = static fn( string $key, int $max ): string => \is_string( $issue[ $key ] ?? null ) ? cut_text( $issue[ $key ], $max ) : '';
+	return array(
+		'level'   => '' !== $text( 'level', 40 ) ? $text( 'level', 40 ) : 'Unknown error',
+		'message' => $text( 'message', 2000 ),
+		'file'    => $text( 'file', 500 ),
+		'line'    => \is_int( $issue['line'] ?? null ) ? $issue['line'] : 0,
+		'phase'   => $phase,
+	);
+}
+
 /** Error-severity forbidden patterns that matched, in words (null: none). */
 function forbidden_reason( array $static ): ?string {
 	$matched = \array_filter( $static['forbidden'], static fn( array $p ): bool => $p['matched'] && 'error' === $p['severity'] );
 	if ( ! $matched ) {
 		return null;
 	}
-	return 'forbidden pattern matched: ' . \implode( ', ', \array_map( static fn( array $p ): string => '' !== $p['description'] ? $p['description'] : $p['pattern'], $matched ) );
+	$say = static function ( array $p ): string {
+		$name = '' !== $p['description'] ? $p['description'] : $p['pattern'];
+		if ( null !== $p['error'] ) {
+			return "$name ({$p['error']})";
+		}
+		return $p['constructs'] ? "$name (PHP's tokens show " . \implode( ', ', $p['constructs'] ) . ')' : $name;
+	};
+	return 'forbidden pattern matched: ' . \implode( ', ', \array_map( $say, $matched ) );
 }
 
 /** The assertion rows, all "not run", and the unscored test_function row (null when the task has none). */
@@ -161,8 +186,8 @@ function what_happened( Outcome $o, ?array $test_function ): Happened {
 		// Where each issue was raised (boot, setup, candidate, assertion:N, teardown): profiles that
 		// treat notices as errors need it (an upstream-profile notice fails only its own assertion).
 		$phase = 'assertion' === $event['event'] ? 'assertion:' . (int) ( $event['index'] ?? 0 ) : (string) $event['event'];
-		foreach ( $event['issues'] ?? array() as $issue ) {
-			$o->issues[] = \is_array( $issue ) ? $issue + array( 'phase' => $phase ) : $issue;
+		foreach ( \is_array( $event['issues'] ?? null ) ? $event['issues'] : array() as $issue ) {
+			$o->issues[] = issue_row( $issue, $phase );
 		}
 	}
 	$ended = $protocol->first( 'ended' );
