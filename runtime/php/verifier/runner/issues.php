@@ -1,22 +1,22 @@
 <?php
 /**
- * The runner's error handler: warnings, notices and deprecations are recorded for the verdict's
- * php_issues and echoed to stderr the way PHP would print them. Fatal errors are left to PHP
- * (the shutdown hook in runner.php reports them).
+ * Warnings, notices and deprecations: the record is kept by the wpbench_issues extension
+ * (php/native/issues.c), which the engine tells of every error before any user error handler runs;
+ * main() takes it with its nonce (\\wpbench_issues_take( $nonce ), never through a function of its own), so candidate code can neither hide an issue
+ * with an error handler of its own nor read, drain or rewrite the record.
  *
- * This handler holds no secret: candidate code can replace it (set_error_handler returns it) or
- * read what it collected without learning anything that lets it speak for the verifier.
+ * The handler here only echoes each issue to stderr the way PHP would print it (and returns true so
+ * PHP does not print it twice). Candidate code may replace it: that changes stderr, not the record.
+ * Fatal errors are left to PHP (the shutdown hook in runner.php reports them).
  */
 
 namespace WPBench\Runner;
 
-final class Issues {
-	public const MAX = 200;
+/** What \wpbench_issues_take() returns when there is nothing to take (no extension: lock_down() fails). */
+const NO_ISSUES = array( 'issues' => array(), 'total' => 0 );
 
-	/** @var list<array{level: string, message: string, file: string, line: int}> */
-	private static array $pending = array();
-	private static int $total     = 0;
-	private static bool $inside   = false;
+final class Issues {
+	private static bool $inside = false;
 
 	public static function install(): void {
 		\set_error_handler( array( self::class, 'handle' ) );
@@ -30,32 +30,11 @@ final class Issues {
 			return false; // fatal: PHP prints it and stops; the shutdown hook reports it.
 		}
 		self::$inside = true;
-		$level        = self::level( $errno );
-		++self::$total;
-		if ( self::$total <= self::MAX ) {
-			self::$pending[] = array(
-				'level'   => $level,
-				'message' => cut( $message, 2000 ),
-				'file'    => $file,
-				'line'    => $line,
-			);
-		}
 		if ( \is_resource( \STDERR ) ) {
-			\fwrite( \STDERR, "PHP $level:  $message in $file on line $line\n" );
+			\fwrite( \STDERR, 'PHP ' . self::level( $errno ) . ":  $message in $file on line $line\n" );
 		}
 		self::$inside = false;
 		return true;
-	}
-
-	/** @return list<array{level: string, message: string, file: string, line: int}> */
-	public static function drain(): array {
-		$pending       = self::$pending;
-		self::$pending = array();
-		return $pending;
-	}
-
-	public static function total(): int {
-		return self::$total;
 	}
 
 	public static function level( int $errno ): string {

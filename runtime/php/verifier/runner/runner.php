@@ -18,6 +18,8 @@
  * - the job carries no expected value (the supervisor keeps them and judges what the runner
  *   observed), and test-authored PHP is compiled into argument-less closures before the candidate
  *   loads and called from main() only;
+ * - PHP's warnings, notices and deprecations are recorded by the wpbench_issues extension, which
+ *   hands them only to the nonce (issues.php), so no error handler of the candidate's hides one;
  * - every global function and constant is called fully qualified, so declaring WPBench\Runner\<name>
  *   replaces nothing; declaring anything in a WPBench namespace fails the candidate (trespass()).
  */
@@ -63,6 +65,9 @@ function lock_down( string $open_basedir, string $guard ): true|string {
 	}
 	if ( ! \preg_match( '/^Seccomp:\s+2$/m', (string) \file_get_contents( '/proc/self/status' ) ) ) {
 		return 'the native guard did not install its seccomp filter';
+	}
+	if ( ! \extension_loaded( 'wpbench_issues' ) ) {
+		return 'the wpbench_issues extension (the trusted record of PHP issues) is not loaded';
 	}
 	if ( false === \ini_set( 'open_basedir', $open_basedir ) || \ini_get( 'open_basedir' ) !== $open_basedir ) {
 		return 'open_basedir could not be set';
@@ -187,7 +192,7 @@ function run_candidate( array $candidate ): array {
  * What the shutdown hook reports when the runner ends before "done": a fatal error (including
  * memory exhaustion and uncaught errors) or, when there is none, exit()/die().
  */
-function ended( string $phase ): string {
+function ended( string $phase, array $issues ): string {
 	$limit = \ini_get( 'memory_limit' );
 	\ini_set( 'memory_limit', (string) ( \memory_get_usage( true ) + 32 * 1024 * 1024 ) );
 	$error = \error_get_last();
@@ -207,7 +212,7 @@ function ended( string $phase ): string {
 			'phase'        => $phase,
 			'fatal'        => $fatal,
 			'memory_limit' => $limit,
-			'issues'       => Issues::drain(),
+			'issues'       => $issues,
 		)
 	);
 }
@@ -255,7 +260,8 @@ function main(): void {
 				$nonce = read_job()[0] ?? null;
 			}
 			if ( null !== $nonce ) {
-				\fwrite( $out, TAG . ' ' . $nonce . ' ' . ended( $phase ) );
+				$issues = \function_exists( 'wpbench_issues_take' ) ? ( \wpbench_issues_take( $nonce ) ?: NO_ISSUES )['issues'] : array();
+				\fwrite( $out, TAG . ' ' . $nonce . ' ' . ended( $phase, $issues ) );
 			}
 		}
 	);
@@ -275,14 +281,15 @@ function main(): void {
 	[ $nonce, $job ] = $read;
 	$read            = null;
 	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'hello', array( 'pid' => \getmypid() ) ) );
-	$booted = array(
+	$sandbox = lock_down( $job['open_basedir'], $job['guard'] );
+	$booted  = array(
 		'ms'                => $boot_ms,
-		'sandbox'           => lock_down( $job['open_basedir'], $job['guard'] ),
+		'sandbox'           => $sandbox,
 		'wordpress_version' => $GLOBALS['wp_version'] ?? '',
 		'sqlite_version'    => \defined( 'SQLITE_DRIVER_VERSION' ) ? \constant( 'SQLITE_DRIVER_VERSION' ) : '',
 		'sqlite_dropin'     => ( $GLOBALS['wpdb'] ?? null ) instanceof \WP_SQLite_DB,
 		'installed'         => \is_blog_installed(),
-		'issues'            => Issues::drain(),
+		'issues'            => true === $sandbox ? ( \wpbench_issues_take( $nonce ) ?: NO_ISSUES )['issues'] : array(),
 	);
 	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'booted', $booted ) );
 	if ( true !== $booted['sandbox'] ) {
@@ -327,17 +334,17 @@ function main(): void {
 		}
 		$setup = test_code_result( $t, $error, ! isset( $compiled['setup'] ) );
 	}
-	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'setup', $setup + array( 'issues' => Issues::drain() ) ) );
+	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'setup', $setup + array( 'issues' => ( \wpbench_issues_take( $nonce ) ?: NO_ISSUES )['issues'] ) ) );
 
 	if ( $setup['ok'] ) {
 		$phase     = 'candidate';
 		$candidate = run_candidate( $job['candidate'] );
-		\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'candidate', $candidate + array( 'trespass' => trespass( $declared ), 'issues' => Issues::drain() ) ) );
+		\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'candidate', $candidate + array( 'trespass' => trespass( $declared ), 'issues' => ( \wpbench_issues_take( $nonce ) ?: NO_ISSUES )['issues'] ) ) );
 
 		if ( null !== $job['test_function'] ) {
 			$phase  = 'assertion:-1';
 			$result = observe( array( 'type' => 'function_exists', 'function' => $job['test_function'] ) );
-			\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'assertion', array( 'index' => -1 ) + $result + array( 'issues' => Issues::drain() ) ) );
+			\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'assertion', array( 'index' => -1 ) + $result + array( 'issues' => ( \wpbench_issues_take( $nonce ) ?: NO_ISSUES )['issues'] ) ) );
 		}
 		foreach ( $job['assertions'] as $index => $in ) {
 			$phase = 'assertion:' . $index;
@@ -361,7 +368,7 @@ function main(): void {
 			}
 			$result = isset( $in['threw'] ) ? array( 'failed' => cut( $in['threw'], 2000 ) ) : observe( $in );
 			$in     = null;
-			$result = array( 'index' => $index ) + $result + array( 'ms' => ms_since( $t ), 'issues' => Issues::drain() );
+			$result = array( 'index' => $index ) + $result + array( 'ms' => ms_since( $t ), 'issues' => ( \wpbench_issues_take( $nonce ) ?: NO_ISSUES )['issues'] );
 			\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'assertion', $result ) );
 		}
 	}
@@ -376,13 +383,13 @@ function main(): void {
 		$error = $e;
 	}
 	$teardown = test_code_result( $t, $error, ! isset( $compiled['teardown'] ) );
-	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'teardown', $teardown + array( 'issues' => Issues::drain() ) ) );
+	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'teardown', $teardown + array( 'issues' => ( \wpbench_issues_take( $nonce ) ?: NO_ISSUES )['issues'] ) ) );
 
 	$phase = 'finish';
 	while ( \ob_get_level() > 0 && @\ob_end_flush() ) { // phpcs:ignore WordPress.PHP.NoSilencedErrors
 		// Hand buffered candidate output to stdout before saying "done".
 	}
-	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'done', array( 'issues_total' => Issues::total(), 'trespass' => trespass( $declared ), 'memory_limit' => \ini_get( 'memory_limit' ) ) ) );
+	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'done', array( 'issues_total' => ( \wpbench_issues_take( $nonce ) ?: NO_ISSUES )['total'], 'trespass' => trespass( $declared ), 'memory_limit' => \ini_get( 'memory_limit' ) ) ) );
 	$done = true;
 }
 

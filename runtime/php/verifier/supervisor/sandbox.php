@@ -41,6 +41,8 @@ const DATA_HEADROOM_BYTES = 160 * 1048576;
 const OPEN_BASEDIR = '/opt/wordpress/:/opt/wpbench/:' . RUN_DIR . '/wp-content/:' . RUN_DIR . '/candidate/:/tmp/';
 // Preloaded into the runner: refuses dlopen() outside the system library directories.
 const NATIVE_GUARD = '/opt/wpbench/lib/nodlopen.so';
+// Loaded into the runner: the record of PHP issues candidate code cannot hide (php/native/issues.c).
+const ISSUES_EXTENSION = '/usr/lib/wpbench/wpbench_issues.so';
 
 /** The verifier could not prepare or run the sandbox (harness_error, exit 3). */
 final class SandboxError extends \RuntimeException {}
@@ -66,6 +68,7 @@ function runner_argv( string $opcache_mode ): array {
 	foreach ( $flags['extensions'] as $ext ) {
 		\array_push( $argv, '-d', "extension=$ext" );
 	}
+	\array_push( $argv, '-d', 'extension=' . ISSUES_EXTENSION );
 	foreach ( $flags['ini'] as $key => $value ) {
 		\array_push( $argv, '-d', "$key=$value" );
 	}
