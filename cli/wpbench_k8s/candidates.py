@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from wpbench_k8s.dataset import ExecutionTest
 from wpbench_k8s.errors import InputError, first_error, warn
+from wpbench_k8s.exploit_variants import UNIVERSAL_VALUES, evasions, universal_answer, with_statements
 from wpbench_k8s.manifest import Candidate
 from wpbench_k8s.textsafe import decode_utf8, loads, refuse_lone_surrogates
 
@@ -78,7 +79,8 @@ def alternative_candidates(test: ExecutionTest) -> list[Candidate]:
 
 def exploit_battery(test: ExecutionTest) -> list[Candidate]:
     """Empty code, stubs of the test function returning each trivial value, attacks on the grader
-    itself (GENERAL_EXPLOITS), and the test's authored exploits."""
+    itself (GENERAL_EXPLOITS), universal answers and evasions of the forbidden patterns
+    (exploit_variants.py), and the test's authored exploits."""
     plugin = test.artifact_kind == "wp_plugin_files"
 
     def wrap(body: str, label: str) -> Candidate:
@@ -97,11 +99,37 @@ def exploit_battery(test: ExecutionTest) -> list[Candidate]:
             battery.append(wrap(body, f"exploit:{label}"))
         elif name:
             battery.append(wrap(body.replace("{name}", name), f"exploit:{label}"))
+    for label, value in UNIVERSAL_VALUES:
+        battery.append(wrap(universal_answer(test, value), f"exploit:universal-{label}"))
+    battery.extend(_evasion_candidates(test))
     for i, exploit in enumerate(test.exploit_solutions):
         label = f"exploit:authored-{i + 1}" + (f" ({exploit.description})" if exploit.description else "")
         kind = "wp_plugin_files" if exploit.files is not None else "php_snippet"
         battery.append(Candidate(code=exploit.code, files=exploit.files, label=label, artifact_kind=kind))
     return battery
+
+
+def _evasion_candidates(test: ExecutionTest) -> list[Candidate]:
+    """The reference solution plus each forbidden construct written to evade its regex (snippets, and
+    a plugin's main file)."""
+    variants = evasions(test)
+    if not variants:
+        return []
+    if test.artifact_kind == "php_snippet":
+        if test.reference_solution is None:
+            return []
+        return [
+            Candidate(code=with_statements(test.reference_solution, code), label=f"exploit:{label}")
+            for label, code in variants
+        ]
+    files = dict(test.reference_files or {})
+    main = next((path for path, text in sorted(files.items()) if "/" not in path and "Plugin Name:" in text), None)
+    if main is None:
+        return []
+    return [
+        Candidate(files={**files, main: with_statements(files[main], code)}, label=f"exploit:{label}")
+        for label, code in variants
+    ]
 
 
 class CompletionLine(BaseModel):
