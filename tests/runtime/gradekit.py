@@ -158,12 +158,13 @@ def leftovers() -> list[str]:
 PHP_DIR = Path(__file__).resolve().parents[2] / "runtime" / "php"
 
 
-def php_cases(image: str, cases: Path, *php_flags: str) -> dict[str, Any]:
+def php_cases(image: str, cases: Path, *php_flags: str, stdin: str | None = None) -> dict[str, Any]:
     """Run a PHP cases file (tests/runtime/php/*.php, which requires verifier parts from /src) with the
-    grader image's PHP, no ini, no network; its one JSON line of outcomes."""
-    argv = ["docker", "run", "--rm", "--network", "none", "-v", f"{PHP_DIR}:/src:ro", "-v", f"{cases}:/cases.php:ro"]
+    grader image's PHP, no ini, no network; its one JSON line of outcomes. `stdin` is given to it."""
+    argv = ["docker", "run", "--rm", *(["-i"] if stdin is not None else []), "--network", "none"]
+    argv += ["-v", f"{PHP_DIR}:/src:ro", "-v", f"{cases}:/cases.php:ro"]
     argv += ["--entrypoint", "php", image, "-n", *php_flags, "/cases.php"]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result: dict[str, Any] = json.loads(proc.stdout)
     return result

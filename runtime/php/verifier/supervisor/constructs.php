@@ -175,7 +175,7 @@ function sql_interpolated( array $t, string $method ): bool {
 	$assign  = array(); // variable => list of [start, end) of the expressions assigned to it
 	for ( $i = 0; $i + 1 < $n; $i++ ) {
 		if ( \T_VARIABLE === $t[ $i ][0] && ( '=' === $t[ $i + 1 ][0] || \T_CONCAT_EQUAL === $t[ $i + 1 ][0] ) ) {
-			$from = '&' === ( $t[ $i + 2 ][0] ?? null ) ? $i + 3 : $i + 2;
+			$from = \in_array( $t[ $i + 2 ][0] ?? null, array( '&', \T_AMPERSAND_FOLLOWED_BY_VAR_OR_VARARG, \T_AMPERSAND_NOT_FOLLOWED_BY_VAR_OR_VARARG ), true ) ? $i + 3 : $i + 2;
 			$end  = expression_end( $t, $from );
 			$assign[ $t[ $i ][1] ][] = array( $from, $end );
 			if ( wpdb_at( $t, $from, array( '$wpdb' => true ) ) === $end ) {
