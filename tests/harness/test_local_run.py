@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from wpbench_k8s.candidates import GENERAL_EXPLOITS, STUB_RETURNS
+from wpbench_k8s.exploit_variants import UNIVERSAL_VALUES
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.docker
@@ -123,10 +124,14 @@ def test_exploit_audit_flags_a_cheatable_test_and_exits_nonzero(grader_image, tm
     assert res.returncode == 1, res.stderr[-3000:]
     assert "exploitable weak-001: exploit:return-true" in res.stderr.replace("\n", " ")
     summary, records = outputs(tmp_path / "out")
-    assert summary["exploits"]["exploitable"] == {"weak-001": ["exploit:return-true"]}
-    # empty + the stubs + the attacks on the grader itself
+    # The universal answer's test function returns true too, so it passes as the stub does.
+    exploitable = {test: sorted(cheats) for test, cheats in summary["exploits"]["exploitable"].items()}
+    assert exploitable == {"weak-001": ["exploit:return-true", "exploit:universal-true"]}
+    # empty + the stubs + the attacks on the grader itself + the universal answers (no forbidden patterns)
     assert sorted(r["variant"] for r in records) == sorted(
-        ["exploit:empty"] + [f"exploit:{label}" for label, _ in (*STUB_RETURNS, *GENERAL_EXPLOITS)]
+        ["exploit:empty"]
+        + [f"exploit:{label}" for label, _ in (*STUB_RETURNS, *GENERAL_EXPLOITS)]
+        + [f"exploit:universal-{label}" for label, _ in UNIVERSAL_VALUES]
     )
 
 
