@@ -265,3 +265,44 @@ def test_cleanup_removes_a_killed_runs_leftovers_and_is_idempotent(grader_image)
     assert not labelled_containers(run_id)
     again = run_cli("cleanup", "--run-id", run_id)
     assert again.returncode == 0 and "removed 0 container(s)" in again.stdout
+
+
+def test_exploit_audit_shows_upstream_loose_checks_a_universal_answer_passes(grader_image, tmp_path):
+    """Upstream semantics stay upstream's (`query_result` is `expected == $wpdb->get_results()`), and the
+    universal answers of --check-exploits show the author that one of them passes such a test."""
+    suite = tmp_path / "upstream-loose"
+    (suite / "execution").mkdir(parents=True)
+    test = {
+        "id": "up-loose-001",
+        "category": "db",
+        "prompt": "Store one row with n = 3 in the option table under the name up_loose.",
+        "runtime_checks": {
+            "assertions": [
+                {
+                    "type": "query_result",
+                    "target": "SELECT option_value AS n FROM wp_options WHERE option_name = 'up_loose'",
+                    "expected": [{"n": "3"}],
+                }
+            ]
+        },
+        "reference_solution": "update_option( 'up_loose', '3' );",
+    }
+    doc = {"id": "upstream-loose", "version": "1.0.0", "tests": [test]}
+    (suite / "execution" / "loose.json").write_text(json.dumps(doc))
+    res = run_cli(
+        "run",
+        "--check-exploits",
+        "--dataset-path",
+        str(suite),
+        "--execution-concurrency",
+        "2",
+        "--output",
+        str(tmp_path / "out" / "results.json"),
+        "--image",
+        grader_image,
+    )
+    assert res.returncode == 1, res.stderr[-3000:]
+    summary, _ = outputs(tmp_path / "out")
+    assert summary["metadata"]["profile"] == "upstream"
+    exploitable = {test_id: sorted(cheats) for test_id, cheats in summary["exploits"]["exploitable"].items()}
+    assert exploitable == {"up-loose-001": ["exploit:universal-array-true", "exploit:universal-true"]}

@@ -50,8 +50,9 @@ def test_every_reference_solution_passes(grader_image, tmp_path):
     assert summary["reference"]["solutions_checked"] >= summary["reference"]["tests_checked"] + 17
 
 
-# Every execution test meets ~6 candidates (empty, trivial stubs, two grader attacks, authored cheats): hundreds
-# of containers, past the suite-wide 600 s on a busy host.
+# Every execution test meets ~10 candidates (empty, trivial stubs, two grader attacks, two universal answers,
+# evasions of its forbidden patterns, authored cheats): over a thousand containers with the knowledge baselines
+# (17 min at concurrency 2 on a busy host), past the suite-wide 600 s.
 @pytest.mark.timeout(1800)
 def test_no_test_can_be_cheated(grader_image, tmp_path):
     res, summary = check("--check-exploits", grader_image, tmp_path)

@@ -47,6 +47,9 @@ FOUND: list[tuple[str, str, list[str]]] = [
     (SQL, "$w = \"a = $a\"; $wpdb->get_row( 'SELECT * FROM t WHERE ' . $w );", ["sql:get_row"]),
     (SQL, "$db = &$wpdb; $db->get_col( <<<S\nSELECT a FROM t WHERE b = {$b}\nS\n);", ["sql:get_col"]),
     (SQL, "$wpdb->get_var( 'SELECT a FROM t WHERE b = ' . esc_sql( $b ) );", []),
+    (SQL, '$a = $b; $b = $a; $b = "x = $id"; $wpdb->query( $a );', ["sql:query"]),
+    # Variables assigned to each other many times: each is followed once (this would never end otherwise).
+    (SQL, "$s = $t; $t = $s;\n" * 400 + "$wpdb->query( $s );", []),
 ]
 
 

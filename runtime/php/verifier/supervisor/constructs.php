@@ -21,8 +21,9 @@
  *   (`=` or `.=`); `{$wpdb->posts}` table names, casts, and variables inside function calls (esc_sql(),
  *   prepare(), absint()) are not interpolation.
  *
- * Not seen: names computed at run time from non-literal parts (str_rot13(), base64_decode()), and
- * patterns whose alternatives name no probe form (the regex still applies to them as written).
+ * Not seen: names assembled at run time (from variables, str_rot13(), base64_decode()), dynamic method
+ * names (`$wpdb->{'query'}()`, `array( $wpdb, 'query' )` callbacks), code written to a file and included,
+ * and patterns whose alternatives name no probe form (the regex still applies to them as written).
  */
 
 declare(strict_types=1);
@@ -190,7 +191,8 @@ function sql_interpolated( array $t, string $method ): bool {
 		}
 		if ( \T_STRING === ( $t[ $after + 1 ][0] ?? null ) && \strtolower( $t[ $after + 1 ][1] ) === $method && '(' === ( $t[ $after + 2 ][0] ?? null ) ) {
 			$from = $after + 3;
-			if ( dirty( $t, $from, expression_end( $t, $from ), $aliases, $assign, 0 ) ) {
+			$memo = array();
+			if ( dirty( $t, $from, expression_end( $t, $from ), $aliases, $assign, $memo ) ) {
 				return true;
 			}
 		}
@@ -213,11 +215,12 @@ function wpdb_at( array $t, int $i, array $aliases ): ?int {
 	return null;
 }
 
-/** Does the expression [$from, $end) put a variable into SQL text (interpolated or concatenated)? */
-function dirty( array $t, int $from, int $end, array $aliases, array $assign, int $depth ): bool {
-	if ( $depth > 8 ) {
-		return false;
-	}
+/**
+ * Does the expression [$from, $end) put a variable into SQL text (interpolated or concatenated)?
+ * A variable that is the whole expression is as dirty as anything assigned to it; $memo holds that
+ * answer per variable (false while it is being worked out), so each variable is followed once.
+ */
+function dirty( array $t, int $from, int $end, array $aliases, array $assign, array &$memo ): bool {
 	$calls  = 0;     // open parentheses of function calls (their arguments are not interpolation)
 	$stack  = array();
 	$string = false; // inside "..." or a heredoc
@@ -260,10 +263,18 @@ function dirty( array $t, int $from, int $end, array $aliases, array $assign, in
 				return true;
 			}
 		}
-		foreach ( $assign[ $t[ $i ][1] ] ?? array() as [ $a, $b ] ) {
-			if ( $a !== $from && dirty( $t, $a, $b, $aliases, $assign, $depth + 1 ) ) {
-				return true;
+		$name = $t[ $i ][1];
+		if ( ! isset( $memo[ $name ] ) ) {
+			$memo[ $name ] = false;
+			foreach ( $assign[ $name ] ?? array() as [ $a, $b ] ) {
+				if ( dirty( $t, $a, $b, $aliases, $assign, $memo ) ) {
+					$memo[ $name ] = true;
+					break;
+				}
 			}
+		}
+		if ( $memo[ $name ] ) {
+			return true;
 		}
 	}
 	return false;
