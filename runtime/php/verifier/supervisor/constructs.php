@@ -14,8 +14,10 @@
  * - eval is the T_EVAL token, in any case, with comments or whitespace before its parenthesis;
  * - a function is called by its name in any case (`\NAME`, `NAME /**\/ (`, `NAME(...)` first-class),
  *   imported under another name (`use function NAME as x`), or named by a string literal, also one
- *   glued from literals (`'shell_' . 'exec'`), which is what variable functions, call_user_func() and
- *   callbacks call; a literal that function_exists() or is_callable() only asks about does not count;
+ *   glued from literals (`'shell_' . 'exec'`), that is used as a callable: called at once, given to a
+ *   function that calls what it gets (call_user_func(), array_map(), a hook's callback), or assigned to
+ *   a variable that is called or given so (called_as_callback()); a literal that only spells the name
+ *   (an option named 'system', function_exists( 'exec' )) does not count;
  * - SQL reaches `$wpdb->m()` (also `$GLOBALS['wpdb']` and variables assigned `$wpdb`) interpolated or
  *   concatenated with a variable, directly, in a heredoc, or through a variable assigned such a string
  *   (`=` or `.=`); `{$wpdb->posts}` table names, casts, and variables inside function calls (esc_sql(),
@@ -132,8 +134,7 @@ function found( string $source, array $targets ): array {
 				$value .= \strtolower( \substr( $t[ $i + 2 ][1], 1, -1 ) );
 				$i     += 2;
 			}
-			$asked = '(' === ( $t[ $start - 1 ][0] ?? null ) && \in_array( \strtolower( (string) ( $t[ $start - 2 ][1] ?? '' ) ), array( 'function_exists', 'is_callable' ), true );
-			if ( isset( $calls[ $value ] ) && ! $asked ) {
+			if ( isset( $calls[ $value ] ) && called_as_callback( $t, $start, $i ) ) {
 				$found[ $calls[ $value ] ] = true;
 			}
 		} elseif ( $calls ) {
@@ -149,6 +150,69 @@ function found( string $source, array $targets ): array {
 		}
 	}
 	return \array_values( \array_filter( $targets, static fn( string $x ): bool => isset( $found[ $x ] ) ) );
+}
+
+/** Functions that call a callable they are given (hook functions: any argument but the hook's name). */
+const CALLBACK_TAKERS = array(
+	'call_user_func', 'call_user_func_array', 'forward_static_call', 'forward_static_call_array', 'array_map',
+	'array_filter', 'array_walk', 'array_walk_recursive', 'array_reduce', 'usort', 'uasort', 'uksort',
+	'iterator_apply', 'register_shutdown_function', 'register_tick_function', 'set_error_handler',
+	'set_exception_handler', 'spl_autoload_register', 'ob_start', 'preg_replace_callback', 'fromcallable',
+	'add_action', 'add_filter', 'add_shortcode', 'wp_schedule_single_event', 'register_rest_route',
+);
+
+/**
+ * Is the string literal at [$start, $end] (a name, maybe glued) used as a callable: called at once
+ * (`'name'( ... )`), given to a function that calls what it is given, or assigned to a variable that
+ * is then called (`$f( ... )`) or given to such a function? Other literals that merely spell the
+ * name (an option called 'system', function_exists( 'exec' )) are not calls.
+ */
+function called_as_callback( array $t, int $start, int $end ): bool {
+	for ( $a = $start, $b = $end; '(' === ( $t[ $a - 1 ][0] ?? null ) && ')' === ( $t[ $b + 1 ][0] ?? null ); --$a, ++$b ) {
+		// ( 'name' )( ... ): parentheses around the name change nothing
+	}
+	if ( '(' === ( $t[ $b + 1 ][0] ?? null ) || takes_callback( $t, $start ) ) {
+		return true;
+	}
+	if ( '=' !== ( $t[ $start - 1 ][0] ?? null ) || \T_VARIABLE !== ( $t[ $start - 2 ][0] ?? null ) ) {
+		return false;
+	}
+	$variable = $t[ $start - 2 ][1];
+	foreach ( $t as $j => $token ) {
+		if ( \T_VARIABLE === $token[0] && $token[1] === $variable && $j !== $start - 2
+			&& ( '(' === ( $t[ $j + 1 ][0] ?? null ) || takes_callback( $t, $j ) ) ) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/** Is token $i an argument of a call to one of CALLBACK_TAKERS (for hooks: not their first argument)? */
+function takes_callback( array $t, int $i ): bool {
+	$depth  = 0;
+	$commas = 0;
+	for ( $j = $i - 1, $stop = \max( 0, $i - 4000 ); $j >= $stop; $j-- ) {
+		$id = $t[ $j ][0];
+		if ( ')' === $id || ']' === $id || '}' === $id ) {
+			++$depth;
+		} elseif ( '(' === $id || '[' === $id || '{' === $id || \T_CURLY_OPEN === $id || \T_DOLLAR_OPEN_CURLY_BRACES === $id ) {
+			if ( $depth > 0 ) {
+				--$depth;
+				continue;
+			}
+			if ( '(' !== $id ) {
+				return false;
+			}
+			$name = \strtolower( \ltrim( (string) ( $t[ $j - 1 ][1] ?? '' ), '\\' ) );
+			$hook = \in_array( $name, array( 'add_action', 'add_filter', 'add_shortcode', 'wp_schedule_single_event', 'register_rest_route' ), true );
+			return \in_array( $name, CALLBACK_TAKERS, true ) && ( ! $hook || $commas > 0 );
+		} elseif ( 0 === $depth && ',' === $id ) {
+			++$commas;
+		} elseif ( 0 === $depth && ';' === $id ) {
+			return false;
+		}
+	}
+	return false;
 }
 
 /** The end (exclusive) of the expression starting at $i: the first , ) ] ; at depth 0. */
