@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
 from contextlib import redirect_stderr, redirect_stdout
@@ -11,10 +10,12 @@ from typing import TextIO
 import click
 
 from wpbench_k8s import __version__
+from wpbench_k8s.commands import cancel, dataset, logs, report, requeue, results, runs, status, submit
+from wpbench_k8s.commands import run as run_command
 from wpbench_k8s.errors import WPBenchError
 
-# Modules under wpbench_k8s.commands that contribute commands; each has `commands: list[click.Command]`.
-COMMAND_MODULES = ("run", "submit", "status", "results", "runs", "logs", "cancel", "requeue", "dataset", "report")
+# Each command module contributes `commands: list[click.Command]`, listed here in `--help` order.
+COMMAND_MODULES = (run_command, submit, status, results, runs, logs, cancel, requeue, dataset, report)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
@@ -23,13 +24,7 @@ def cli() -> None:
     """Grade WordPress code written by models: locally on Docker (`run`) or on Kubernetes (`submit`)."""
 
 
-for _name in COMMAND_MODULES:
-    try:
-        _module = importlib.import_module(f"wpbench_k8s.commands.{_name}")
-    except ModuleNotFoundError as exc:  # a command module not written yet
-        if exc.name != f"wpbench_k8s.commands.{_name}":
-            raise
-        continue
+for _module in COMMAND_MODULES:
     for _command in _module.commands:
         cli.add_command(_command)
 
