@@ -13,7 +13,7 @@ from rich.table import Table
 from wpbench_k8s.cache import CACHED_MODES, VerdictCache
 from wpbench_k8s.config import Config
 from wpbench_k8s.errors import InputError, OutputWriteError
-from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, get_executor
+from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, Executor, get_executor
 from wpbench_k8s.manifest import RunManifest
 from wpbench_k8s.outputs import ResultsWriter, now_iso, run_timestamp, summarize
 from wpbench_k8s.pipeline import EngineWait, ItemGrader, execute_manifest
@@ -163,7 +163,7 @@ class LocalRun:
                                          cache_dir=self.cache.directory if self.cache else None))  # fmt: skip
         return writer
 
-    def _preflight(self, executor: Any) -> None:
+    def _preflight(self, executor: Executor) -> None:
         manifest = self.manifest
         if not any(item.task is not None for item in manifest.items):
             return

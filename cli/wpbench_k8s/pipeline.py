@@ -37,7 +37,7 @@ from wpbench_k8s.sources import (
     Plan,
     ReferenceSource,
 )
-from wpbench_k8s.steps import INFRA_ATTEMPTS
+from wpbench_k8s.steps import INFRA_ATTEMPTS, RecordJudge
 
 if TYPE_CHECKING:
     from wpbench_k8s.models.generate import GenerationResult, Generator
@@ -190,7 +190,7 @@ def _judge_settings(config: Config, mode: RunMode) -> tuple[ModelSpec | None, di
     return judge_spec(config.judge.model), load_rubric(config.judge.rubric).model_dump(mode="json")
 
 
-def judge_for(manifest: RunManifest) -> Any | None:
+def judge_for(manifest: RunManifest) -> RecordJudge | None:
     """The manifest's judge (wpbench_k8s.models.judge.Judge), or None when the run has none."""
     if manifest.judge is None or manifest.judge_rubric is None:
         return None
@@ -246,7 +246,7 @@ class ItemGrader:
     generate: Generator | None = None
     attempts: int = INFRA_ATTEMPTS
     # Optional AI judge (wpbench_k8s.models.judge.Judge): fills scores.quality and record.judge.
-    judge: Any | None = None
+    judge: RecordJudge | None = None
     # Called after each infrastructure failure (EngineWait): True refunds the attempt (the engine was down).
     engine_wait: Callable[[], bool] | None = None
     cache: VerdictCache | None = None

@@ -14,14 +14,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 from tenacity import RetryCallState, Retrying, retry_if_result, wait_exponential
 
 from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, test_from_dict
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.executor.base import Executor
-from wpbench_k8s.manifest import ManifestItem, RunManifest
+from wpbench_k8s.manifest import Candidate, ManifestItem, RunManifest
 from wpbench_k8s.outcome import INFRA_RETRIES, Decision, Infra, decide_outcome, settle
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
@@ -125,12 +125,17 @@ def score_item(
     return build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
 
 
-def judge_record(judge: Any | None, manifest: RunManifest, item: ManifestItem, record: Record) -> Record:
+class RecordJudge(Protocol):
+    """What step 4 needs of a judge (`models.judge.Judge`): a graded record in, the same record annotated out."""
+
+    def annotate(self, record: Record, test: ExecutionTest, candidate: Candidate) -> Record: ...
+
+
+def judge_record(judge: RecordJudge | None, manifest: RunManifest, item: ManifestItem, record: Record) -> Record:
     """Step 4: the optional AI judge (`models.judge.Judge`) annotates a graded execution record
     (`scores.quality`, `record.judge`); anything else comes back unchanged."""
     if judge is None or not item.needs_grader or record.grader.verdict is None:
         return record
     test = test_of(manifest, item.test_id)
     assert isinstance(test, ExecutionTest) and item.candidate is not None
-    annotated: Record = judge.annotate(record, test, item.candidate)
-    return annotated
+    return judge.annotate(record, test, item.candidate)
