@@ -53,7 +53,7 @@ def uninterrupted(grader_image, suite, tmp_path_factory) -> list[dict]:
 
 
 # ---- the lockdown through the Engine API ---------------------------------------------------------
-LOCKDOWN_FIELDS = ("NetworkMode", "ReadonlyRootfs", "CapDrop", "SecurityOpt", "NanoCpus", "Memory", "MemorySwap",
+LOCKDOWN_FIELDS = ("NetworkMode", "IpcMode", "ReadonlyRootfs", "CapDrop", "SecurityOpt", "NanoCpus", "Memory", "MemorySwap",
                    "PidsLimit", "Tmpfs")  # fmt: skip
 
 

@@ -116,10 +116,10 @@ class Grader:
         assert set(results) == set(tasks), proc.stderr
         return results
 
-    def grade_many(self, tasks: Mapping[str, Mapping[str, Any] | str]) -> dict[str, Graded]:
-        """Grades independent tasks concurrently; returns results by name."""
+    def grade_many(self, tasks: Mapping[str, Mapping[str, Any] | str], *extra: str) -> dict[str, Graded]:
+        """Grades independent tasks concurrently (`extra`: more `docker run` flags); returns results by name."""
         with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
-            futures = {name: pool.submit(self.grade, task) for name, task in tasks.items()}
+            futures = {name: pool.submit(self.grade, task, *extra) for name, task in tasks.items()}
             return {name: future.result() for name, future in futures.items()}
 
 

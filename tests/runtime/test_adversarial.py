@@ -1,7 +1,9 @@
-"""The adversarial suite: hostile candidates (hostile.py) against a test whose expected values are
-fresh random tokens. Each must get its exact status, pass no assertion, leave exactly one verdict
-on stdout, and end within its timeout + 5 s. Plus the native guard itself (seccomp, non-dumpable)
-and a stop from outside the container (exit 4)."""
+"""The adversarial suite: hostile candidates (hostile.py, hostile_sandbox.py) against a test whose
+expected values are fresh random tokens. Each must get its exact status, pass no assertion, leave
+exactly one verdict on stdout, and end within its timeout + 5 s, in both boot modes: with the
+pre-boot (the runner boots WordPress before the task arrives, as in production) and without it
+(`WPBENCH_PREBOOT=0`: the runner starts once the task has come), with identical statuses. Plus the
+native guard itself (seccomp, non-dumpable) and a stop from outside the container (exit 4)."""
 
 from __future__ import annotations
 
@@ -11,10 +13,15 @@ import time
 import uuid
 
 import pytest
-from gradekit import Graded, Grader
+from gradekit import Graded, Grader, task
 from hostile import HOSTILES, Hostile, target_task, token
+from hostile_sandbox import SANDBOX_HOSTILES
 
 pytestmark = pytest.mark.docker
+
+ALL_HOSTILES = [*HOSTILES, *SANDBOX_HOSTILES]
+# The container environment of each boot mode (set by the test, never by anything a candidate controls).
+BOOT_MODES = {"preboot": (), "cold": ("-e", "WPBENCH_PREBOOT=0")}
 
 KEYS = ("returns", "custom", "option", "output", "rest", "code")
 CLASSES = {
@@ -27,6 +34,7 @@ CLASSES = {
     "resource flood",
     "output flood",
     "fork and signal abuse",
+    "sandbox escape",
 }
 
 
@@ -36,15 +44,24 @@ def tokens() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def graded(grader: Grader, tokens: dict[str, str]) -> dict[str, Graded]:
-    tasks = {h.name: target_task(tokens, h.code, timeout=h.timeout, test_id=f"hostile-{h.name}") for h in HOSTILES}
-    return grader.grade_many(tasks)
+def graded(grader: Grader, tokens: dict[str, str]) -> dict[str, dict[str, Graded]]:
+    """Every hostile graded in each boot mode: mode -> name -> result."""
+    tasks = {h.name: target_task(tokens, h.code, timeout=h.timeout, test_id=f"hostile-{h.name}") for h in ALL_HOSTILES}
+    return {mode: grader.grade_many(tasks, *env) for mode, env in BOOT_MODES.items()}
 
 
 def test_the_suite_covers_every_class() -> None:
-    assert len(HOSTILES) >= 50
-    assert {h.cls for h in HOSTILES} == CLASSES
-    assert len({h.name for h in HOSTILES}) == len(HOSTILES)
+    assert len(ALL_HOSTILES) >= 90 and len(SANDBOX_HOSTILES) >= 15
+    assert {h.cls for h in ALL_HOSTILES} == CLASSES
+    assert len({h.name for h in ALL_HOSTILES}) == len(ALL_HOSTILES)
+
+
+def test_both_boot_modes_give_identical_statuses(graded: dict[str, dict[str, Graded]]) -> None:
+    """The pre-boot buys speed, never a wall: every hostile ends the same with and without it."""
+    statuses = {
+        mode: {name: (g.status, g.exit_code) for name, g in results.items()} for mode, results in graded.items()
+    }
+    assert statuses["preboot"] == statuses["cold"]
 
 
 def test_an_honest_solution_passes_the_target(grader: Grader, tokens: dict[str, str]) -> None:
@@ -64,9 +81,12 @@ add_action( 'rest_api_init', function () {{
     assert g.status == "passed", g.explain()
 
 
-@pytest.mark.parametrize("hostile", HOSTILES, ids=[h.name for h in HOSTILES])
-def test_hostile_candidate(graded: dict[str, Graded], hostile: Hostile, tokens: dict[str, str]) -> None:
-    g = graded[hostile.name]
+@pytest.mark.parametrize("mode", BOOT_MODES)
+@pytest.mark.parametrize("hostile", ALL_HOSTILES, ids=[h.name for h in ALL_HOSTILES])
+def test_hostile_candidate(
+    graded: dict[str, dict[str, Graded]], hostile: Hostile, mode: str, tokens: dict[str, str]
+) -> None:
+    g = graded[mode][hostile.name]
     assert g.status == hostile.status, g.explain()
     assert g.exit_code == 0, g.explain()  # a scored verdict: never a harness_error, never "stopped"
     assert hostile.reason in g.verdict.reason, g.explain()
@@ -79,10 +99,50 @@ def test_hostile_candidate(graded: dict[str, Graded], hostile: Hostile, tokens: 
     assert g.wall <= hostile.timeout + 5, f"{hostile.name} took {g.wall:.1f} s"
 
 
-def test_floods_are_truncated_not_buffered(graded: dict[str, Graded]) -> None:
-    assert graded["stdout-flood"].verdict.stdout_truncated is True
-    assert graded["stderr-flood"].verdict.stderr_truncated is True
-    assert len(graded["stdout-flood"].verdict.stdout) <= 1048576
+@pytest.mark.parametrize("mode", BOOT_MODES)
+def test_floods_are_truncated_not_buffered(graded: dict[str, dict[str, Graded]], mode: str) -> None:
+    assert graded[mode]["stdout-flood"].verdict.stdout_truncated is True
+    assert graded[mode]["stderr-flood"].verdict.stderr_truncated is True
+    assert len(graded[mode]["stdout-flood"].verdict.stdout) <= 1048576
+
+
+@pytest.mark.parametrize("mode", BOOT_MODES)
+def test_an_honest_sqlite_user_is_not_refused(grader: Grader, mode: str) -> None:
+    """The walls refuse paths, not SQLite: ATTACH and VACUUM INTO inside the allowed paths, and WordPress's
+    own connection, work in both modes (so the sandbox hostiles fail because of the wall, not of SQL)."""
+    code = r"""
+$pdo = $GLOBALS['@pdo'];
+$pdo->exec( "ATTACH DATABASE '/tmp/mine.db' AS m; CREATE TABLE m.t ( a BLOB ); INSERT INTO m.t VALUES ( randomblob( 1048576 ) )" );
+$pdo->exec( "VACUUM INTO '/run/wpbench/wp-content/copy.db'" );
+$pdo->exec( "ATTACH DATABASE '/run/wpbench/wp-content/copy.db' AS c" );
+update_option( 'wpb_sqlite', $pdo->query( 'SELECT length( a ) FROM m.t' )->fetchColumn() . '/' . $pdo->query( "SELECT count(*) FROM c.sqlite_master WHERE name LIKE 'wp_options'" )->fetchColumn() );
+"""
+    check = {"type": "option_value", "option": "wpb_sqlite", "expected": "1048576/1"}
+    g = grader.grade(task(code, check, test_id=f"sqlite-honest-{mode}"), *BOOT_MODES[mode])
+    assert g.status == "passed", g.explain()
+
+
+def test_the_pre_boot_switch_starts_the_runner_before_or_after_the_task(grader: Grader) -> None:
+    """With the pre-boot a runner boots while the container waits for its task; without it none starts."""
+    seen = {}
+    for mode in ("preboot", "cold"):
+        name = f"wpbench-test-boot-{mode}-{uuid.uuid4().hex[:8]}"
+        proc = subprocess.Popen(grader.argv("--name", name, *BOOT_MODES[mode]), stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            deadline = time.monotonic() + (30 if mode == "preboot" else seen["preboot"] + 5)
+            seen[mode] = None
+            started = time.monotonic()
+            while time.monotonic() < deadline:
+                ps = subprocess.run(["docker", "top", name], capture_output=True, text=True, check=False)
+                if "runner.php" in ps.stdout:
+                    seen[mode] = time.monotonic() - started
+                    break
+                time.sleep(0.2)
+        finally:
+            subprocess.run(["docker", "kill", name], capture_output=True, check=False)
+            proc.wait(timeout=60)
+    assert seen["preboot"] is not None and seen["cold"] is None, seen
 
 
 def test_the_runner_cannot_signal_other_processes(grader: Grader) -> None:

@@ -54,6 +54,7 @@ def lockdown_args(spec: GraderSpec) -> list[str]:
     lim = spec.limits
     return [
         "--network", "none",
+        "--ipc", "none",  # no /dev/shm: SQLite's temp_store_directory could put files there
         "--read-only",
         "--user", GRADER_USER,
         "--cap-drop", "ALL",
@@ -81,6 +82,7 @@ def lockdown_host_config(api: docker.APIClient, spec: GraderSpec) -> dict[str, A
     lim = spec.limits
     config: dict[str, Any] = api.create_host_config(
         network_mode="none",
+        ipc_mode="none",
         read_only=True,
         cap_drop=["ALL"],
         security_opt=["no-new-privileges"],

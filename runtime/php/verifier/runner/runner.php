@@ -1,9 +1,9 @@
 <?php
 /**
  * The runner: the one process that runs candidate code. Started by the supervisor with
- * `php -n ... runner.php`, disable_functions, no FFI, the native guard preloaded (no native code
- * from writable places, no signals to other processes, not dumpable, a data-size limit), and these
- * descriptors (open_basedir is set by lock_down() once WordPress has booted):
+ * `php -n ... runner.php OPEN_BASEDIR GUARD`, disable_functions, no FFI, the native guard preloaded
+ * (no native code from writable places, no signals to other processes, not dumpable, a data-size
+ * limit), and these descriptors (open_basedir is set by lock_down() first, before WordPress boots):
  *
  *   0  stdin: "<nonce>\n<job JSON>", read once (after WordPress has booted) and closed
  *   1  stdout, 2  stderr: candidate output, captured by the supervisor as data (never parsed)
@@ -52,13 +52,18 @@ function ms_since( int $start ): int {
 }
 
 /**
- * Closes the sandbox before any test or candidate code runs: the native guard must be mapped
- * (LD_PRELOAD can fail silently) and open_basedir is set now rather than at start-up, so WordPress
- * boots with PHP's realpath cache (see runner_argv() in supervisor/sandbox.php).
+ * Closes the sandbox before WordPress boots, so nothing the boot opens predates a wall: the SQLite
+ * connection WordPress keeps (in $wpdb and $GLOBALS['@pdo']) gets pdo_sqlite's ATTACH/VACUUM INTO
+ * guard only when open_basedir is already set at connect time. The native guard must be mapped
+ * (LD_PRELOAD can fail silently). open_basedir is set here with ini_set() rather than on the command
+ * line, which would turn PHP's realpath cache off (see runner_argv() in supervisor/sandbox.php).
  *
  * @return true|string True, or what is wrong.
  */
 function lock_down( string $open_basedir, string $guard ): true|string {
+	if ( '' === $open_basedir || '' === $guard ) {
+		return 'the runner was started without its open_basedir and native guard arguments';
+	}
 	$maps = \file_get_contents( '/proc/self/maps' );
 	if ( false === $maps || ! \str_contains( $maps, $guard ) ) {
 		return "the native guard $guard is not loaded";
@@ -267,9 +272,11 @@ function main(): void {
 	);
 	Issues::install();
 
-	// WordPress boots before the job is read: the supervisor starts the runner ahead of its task.
+	// Every wall first; then WordPress boots, before the job is read (the supervisor may start the
+	// runner ahead of its task). A runner whose sandbox cannot be closed boots nothing.
+	$sandbox = lock_down( (string) ( $GLOBALS['argv'][1] ?? '' ), (string) ( $GLOBALS['argv'][2] ?? '' ) );
 	$start   = \hrtime( true );
-	boot();
+	true === $sandbox && boot();
 	$boot_ms = ms_since( $start );
 
 	$read = read_job();
@@ -281,14 +288,13 @@ function main(): void {
 	[ $nonce, $job ] = $read;
 	$read            = null;
 	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'hello', array( 'pid' => \getmypid() ) ) );
-	$sandbox = lock_down( $job['open_basedir'], $job['guard'] );
 	$booted  = array(
 		'ms'                => $boot_ms,
 		'sandbox'           => $sandbox,
 		'wordpress_version' => $GLOBALS['wp_version'] ?? '',
 		'sqlite_version'    => \defined( 'SQLITE_DRIVER_VERSION' ) ? \constant( 'SQLITE_DRIVER_VERSION' ) : '',
 		'sqlite_dropin'     => ( $GLOBALS['wpdb'] ?? null ) instanceof \WP_SQLite_DB,
-		'installed'         => \is_blog_installed(),
+		'installed'         => true === $sandbox && \is_blog_installed(),
 		'issues'            => true === $sandbox ? ( \wpbench_issues_take( $nonce ) ?: NO_ISSUES )['issues'] : array(),
 	);
 	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'booted', $booted ) );

@@ -35,8 +35,8 @@ const DISABLED_FUNCTIONS = array(
 // allocations outside its memory manager (opcache'd scripts, libraries). Candidate code can raise
 // memory_limit from PHP, but not this, and it stays below the container's memory limit.
 const DATA_HEADROOM_BYTES = 160 * 1048576;
-// Where the runner's PHP code may touch files once WordPress has booted (set by the runner itself,
-// see runner.php). /run/wpbench/opcache is deliberately outside: candidate code cannot replace the
+// Where the runner's PHP code may touch files (set by the runner itself before WordPress boots, see
+// runner.php). /run/wpbench/opcache is deliberately outside: candidate code cannot replace the
 // compiled scripts WordPress loads later.
 const OPEN_BASEDIR = '/opt/wordpress/:/opt/wpbench/:' . RUN_DIR . '/wp-content/:' . RUN_DIR . '/candidate/:/tmp/';
 // Preloaded into the runner: refuses dlopen() outside the system library directories.
@@ -49,11 +49,12 @@ final class SandboxError extends \RuntimeException {}
 
 /**
  * The runner's command line: `php -n`, the extensions and settings WordPress wants
- * (php/wp/php-flags.php, shared with the opcache warm-up) and the sandbox. open_basedir is not
- * among them: the runner sets it itself once WordPress has booted (job "open_basedir"), because
- * PHP turns its realpath cache off for good when open_basedir is set at start-up, which costs
- * ~20 ms of CPU per boot. That is safe only because symlink() and link() are disabled: without
- * them candidate code cannot make a cached path resolve somewhere else later.
+ * (php/wp/php-flags.php, shared with the opcache warm-up) and the sandbox. open_basedir is not a
+ * -d setting: it is the runner's first argument, and the runner sets it with ini_set() before it
+ * boots WordPress (lock_down() in runner.php), because PHP turns its realpath cache off for good
+ * when open_basedir is set at start-up, which costs ~20 ms of CPU per boot. Keeping the cache is
+ * safe only because symlink() and link() are disabled: without them candidate code cannot make a
+ * cached path resolve somewhere else later.
  *
  * @return list<string>
  */
@@ -84,7 +85,7 @@ function runner_argv( string $opcache_mode ): array {
 	foreach ( $sandbox as $key => $value ) {
 		\array_push( $argv, '-d', "$key=$value" );
 	}
-	$argv[] = RUNNER;
+	\array_push( $argv, RUNNER, OPEN_BASEDIR, NATIVE_GUARD );
 	return $argv;
 }
 
