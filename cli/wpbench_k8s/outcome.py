@@ -1,7 +1,8 @@
 """What a grader run means — decided once, for every backend.
 
 Backends observe different things (Docker: exit code, stdout, the OOM flag; Kubernetes: pod status,
-termination message, the DisruptionTarget condition, the active deadline). Each reduces what it saw
+the pod log, the DisruptionTarget condition, the active deadline; never the termination message, a
+file any process in the container may write). Each reduces what it saw
 to `GraderFacts` and calls `decide_outcome()`. The pipeline's single retry layer retries `Infra`
 decisions; when the retry budget is spent, `settle()` records the decision's fallback verdict (the
 candidate's scored failure) when it has one, else infra_error (excluded from aggregates).
@@ -64,7 +65,6 @@ class GraderFacts(BaseModel):
     stdout: str = ""  # the grader's stdout (Kubernetes: the pod log), bounded by the backend
     stdout_truncated: bool = False  # the backend dropped output past MAX_GRADER_OUTPUT_BYTES
     stderr: str = ""
-    termination_message: str | None = None  # Kubernetes' compact copy of the verdict
     duration_ms: int = 0
     detail: str = ""  # backend words for the reason (pod name, container state, ...)
 
@@ -119,7 +119,7 @@ def decide_outcome(facts: GraderFacts) -> Decision:
     if facts.stdout_truncated:
         return Scored(candidate_failure(facts, "error", "grader output exceeded the backend's cap"))
     try:
-        verdict = parse_verdict(facts.stdout, facts.termination_message, test_id=facts.test_id)
+        verdict = parse_verdict(facts.stdout, test_id=facts.test_id)
     except UnreadableVerdict as exc:
         return Scored(candidate_failure(facts, "error", f"no trustworthy verdict (exit {facts.exit_code}): {exc}"))
     if verdict.status == "harness_error":
@@ -170,26 +170,15 @@ def _last_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _compact_fields(doc: dict[str, Any]) -> dict[str, Any]:
-    """The fields both channels carry: test id, status, and the four scores."""
-    raw = doc.get("scores")
-    scores: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    out: dict[str, Any] = {"test_id": doc.get("test_id"), "status": doc.get("status")}
-    for key in ("execution_pass", "runtime", "static", "static_policy_pass"):
-        if key in scores:
-            out[key] = scores[key]
-        elif key in doc:
-            out[key] = doc[key]
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def parse_verdict(output: str, termination_message: str | None = None, *, test_id: str | None = None) -> Verdict:
+def parse_verdict(output: str, *, test_id: str | None = None) -> Verdict:
     """The verdict in a grader's output, validated against the contract.
 
-    The termination message (Kubernetes) is a cross-check: where both carry a field, they agree.
+    Only the supervisor's stdout counts. Kubernetes' termination message is never read: the file
+    behind it (`/dev/termination-log`) is open to every process in the container, so it could only
+    echo what a channel the candidate cannot write already says.
 
     Raises:
-        UnreadableVerdict: no verdict, an invalid one, another test's, or channels that disagree.
+        UnreadableVerdict: no verdict, an invalid one, or another test's.
     """
     doc = _last_json_object(output)
     if doc is None:
@@ -200,14 +189,4 @@ def parse_verdict(output: str, termination_message: str | None = None, *, test_i
         raise UnreadableVerdict(f"verdict does not match the contract: {exc.errors()[0]['msg']}") from exc
     if test_id is not None and verdict.test_id not in (None, test_id):
         raise UnreadableVerdict(f"verdict is for test {verdict.test_id!r}, expected {test_id!r}")
-    if termination_message and termination_message.strip():
-        try:
-            compact = json.loads(termination_message)
-        except json.JSONDecodeError:
-            compact = None
-        if isinstance(compact, dict):
-            mine, theirs = _compact_fields(verdict.model_dump(mode="json")), _compact_fields(compact)
-            clash = {k for k in set(mine) & set(theirs) if mine[k] != theirs[k]}
-            if clash:
-                raise UnreadableVerdict(f"output and termination message disagree on {', '.join(sorted(clash))}")
     return verdict

@@ -369,15 +369,17 @@ def start_probe_job(
     suite: Path,
     grader_image: str,
     run: str,
-    script: str,
+    script: str | None,
     *,
     policy: bool = True,
     deadline: int = 0,
     cpu: str = "",
+    task: str = "{}",
 ) -> str:
     """A grader Job of run `run` as the controller builds it, with the run's deny-all NetworkPolicy beside it
-    unless `policy` is false, its command replaced by the shell `script`; if given, its pod's deadline
-    `deadline` seconds and its CPU `cpu` (so probes fit beside other tests' graders). Returns the Job's name."""
+    unless `policy` is false, its command replaced by the shell `script` (None: the grader itself grades
+    `task`, the JSON of its payload); if given, its pod's deadline `deadline` seconds and its CPU `cpu` (so
+    probes fit beside other tests' graders). Returns the Job's name."""
     from wpbench_k8s.config import load_config
     from wpbench_k8s.kube.client import to_dict
     from wpbench_k8s.kube.objects import RunSettings, TaskSource, item_job, network_policy
@@ -387,14 +389,15 @@ def start_probe_job(
     settings = RunSettings(name=run, namespace=space.namespace)
     job = to_dict(item_job(manifest, manifest.items[0], settings, TaskSource(f"{run}-payload", "task.json"), None))
     container = job["spec"]["template"]["spec"]["containers"][0]
-    container["command"], container["args"] = ["sh", "-c", script], []
+    if script is not None:
+        container["command"], container["args"] = ["sh", "-c", script], []
     if cpu:
         container["resources"]["requests"]["cpu"] = container["resources"]["limits"]["cpu"] = cpu
     if deadline:
         job["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
         job["spec"]["activeDeadlineSeconds"] = deadline + 600
     space.cluster.core.create_namespaced_config_map(space.namespace, {"metadata": {"name": f"{run}-payload"},
-                                                                      "data": {"task.json": "{}"}})  # fmt: skip
+                                                                      "data": {"task.json": task}})  # fmt: skip
     if policy:
         k8s.NetworkingV1Api(space.cluster.api).create_namespaced_network_policy(
             space.namespace, to_dict(network_policy(settings, None))

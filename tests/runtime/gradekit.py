@@ -77,7 +77,9 @@ class Grader:
         started = time.monotonic()
         proc = subprocess.run(self.argv(*extra), input=stdin, capture_output=True, text=True, timeout=timeout)
         wall = time.monotonic() - started
-        assert proc.stdout.count("\n") == 1, f"expected exactly one verdict line:\n{proc.stdout[:3000]}\n{proc.stderr}"
+        assert proc.stdout.count("\n") == 1, (
+            f"expected exactly one verdict line (exit {proc.returncode}):\n{proc.stdout[:3000]}\n{proc.stderr}"
+        )
         raw = json.loads(proc.stdout)
         verdict = Verdict.model_validate(raw)  # the contract check every test gets
         self.verdicts.append(verdict)

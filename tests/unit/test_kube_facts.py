@@ -163,11 +163,16 @@ def test_a_flooded_log_is_cut_and_scored_as_error():
     assert isinstance(decision, Scored) and decision.verdict.status == "error"
 
 
-def test_a_termination_message_that_disagrees_is_scored_as_error():
+@pytest.mark.parametrize(
+    "message",
+    [json.dumps({"status": "failed"}), json.dumps({"status": "passed", "execution_pass": True}), "x" * 4096],
+)
+def test_the_termination_message_is_never_read(message):
+    """/dev/termination-log is writable by every process in the container: what it says changes nothing."""
     p = pod(0)
-    p["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = json.dumps({"status": "failed"})
+    p["status"]["containerStatuses"][0]["state"]["terminated"]["message"] = message
     decision = decide(job("Complete"), p, VERDICT.model_dump_json().encode())
-    assert isinstance(decision, Scored) and decision.verdict.status == "error"
+    assert isinstance(decision, Scored) and decision.verdict == VERDICT
 
 
 def test_status_alone_decides_only_when_the_log_is_not_the_answer():

@@ -84,7 +84,6 @@ def test_what_a_candidate_can_cause_is_retried_then_scored(seen, status):
         {"stdout": verdict_json("passed", test_id="another")},
         {"stdout": verdict_json("passed"), "stdout_truncated": True},
         {"stdout": verdict_json("passed"), "exit_code": 1},
-        {"stdout": verdict_json("passed"), "termination_message": json.dumps({"status": "failed"})},
     ],
 )
 def test_any_other_anomaly_after_the_grader_ran_is_the_candidates_failure(seen):

@@ -173,7 +173,6 @@ def attempt_facts(
         exit_code=term.get("exitCode"),
         stdout=log[:MAX_GRADER_OUTPUT_BYTES].decode("utf-8", "replace"),
         stdout_truncated=len(log) > MAX_GRADER_OUTPUT_BYTES,
-        termination_message=term.get("message"),
         duration_ms=_millis(term),
         detail=f"pod {pod_name}",
     )
