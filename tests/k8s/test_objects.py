@@ -87,7 +87,9 @@ def test_grader_job_is_locked_down(tmp_path, mini_suite):
         {"key": vols["task"]["configMap"]["items"][0]["key"], "path": "task.json"}
     ]
     mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
-    assert set(mounts) == {"/run/wpbench", "/tmp", "/etc/wpbench/task"} and mounts["/etc/wpbench/task"]["readOnly"]
+    assert set(mounts) == {"/run/wpbench", "/tmp", "/etc/wpbench/task", "/dev/shm"}
+    assert mounts["/etc/wpbench/task"]["readOnly"] and mounts["/dev/shm"]["readOnly"]
+    assert vols[mounts["/dev/shm"]["name"]]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1Mi"}
     assert c["args"] == ["/etc/wpbench/task/task.json"]
     assert pod["activeDeadlineSeconds"] >= 90 and spec["ttlSecondsAfterFinished"] > 0
     # One attempt per Job: the controller (like a local run's pipeline) decides about another.

@@ -134,6 +134,9 @@ def build_grader_job(
             k8s.V1VolumeMount(name="wordpress", mount_path=WORDPRESS_DIR),
             k8s.V1VolumeMount(name="tmp", mount_path="/tmp"),
             k8s.V1VolumeMount(name="task", mount_path=TASK_DIR, read_only=True),
+            # Over the pod's shared /dev/shm, read-only: as under Docker's `--ipc none`, no directory there
+            # for SQLite's temp_store_directory (the runner's PHP walls do not cover SQLite's temp files).
+            k8s.V1VolumeMount(name="no-shm", mount_path="/dev/shm", read_only=True),
         ],
     )
     pod_deadline = attempt_deadline_seconds(spec, task_timeout)
@@ -167,6 +170,7 @@ def build_grader_job(
             k8s.V1Volume(
                 name="tmp", empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory", size_limit=f"{lim.tmp_tmpfs_mb}Mi")
             ),
+            k8s.V1Volume(name="no-shm", empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory", size_limit="1Mi")),
             k8s.V1Volume(
                 name="task",
                 config_map=k8s.V1ConfigMapVolumeSource(
