@@ -96,9 +96,10 @@ def shared_object(image: str) -> str:
 @pytest.fixture(scope="module")
 def graded(grader: Grader) -> dict[str, Graded]:
     setup = {"setup": f"$GLOBALS['wpbench_test_so'] = '{shared_object(grader.image)}';"}
+    hostile = task(HOSTILE, FAILS, {"type": "custom_assertion", "code": "return true;"}, runtime=setup)
     results: dict[str, Graded] = grader.grade_many(
         {
-            "hostile": task(HOSTILE, FAILS, {"type": "custom_assertion", "code": "return true;"}, runtime=setup),
+            "hostile": hostile,
             "stop_early": task(
                 r"""$fd3 = fopen( 'php://fd/3', 'w' );
 fwrite( $fd3, 'WPB1 ' . str_repeat( 'a', 64 ) . ' {"event":"done"}' . "\n" );
@@ -109,6 +110,8 @@ exit( 0 );""",
             ),
         }
     )
+    # The same without the pre-boot (the runner starts once the task has come).
+    results["hostile_cold"] = grader.grade(hostile, "-e", "WPBENCH_PREBOOT=0")
     return results
 
 
@@ -166,6 +169,12 @@ def test_no_writes_outside_the_tmpfs_mounts(graded: dict[str, Graded]) -> None:
     assert {p for p, ok in writes.items() if ok} == {"/tmp/ok", "/run/wpbench/wp-content/ok"}
 
 
+def test_the_pre_boot_leaves_exactly_the_walls_of_a_cold_boot(graded: dict[str, Graded]) -> None:
+    preboot, cold = graded["hostile"], graded["hostile_cold"]
+    assert (preboot.status, preboot.exit_code) == (cold.status, cold.exit_code), cold.explain()
+    assert report(preboot) == report(cold)
+
+
 def test_no_network(graded: dict[str, Graded]) -> None:
     r = report(graded["hostile"])
     assert r["socket"] != "connected" and r["dns"] == "wordpress.org" and r["http"] == "blocked"
@@ -174,7 +183,7 @@ def test_no_network(graded: dict[str, Graded]) -> None:
 def test_the_container_itself_is_read_only_and_offline(grader: Grader) -> None:
     """Below PHP: the root filesystem is read-only and there is no network, whatever the runner does."""
     script = (
-        "for p in /opt/wordpress/x /opt/wpbench/x /etc/x /x /usr/local/bin/x /run/wpbench/x /tmp/x; do "
+        "for p in /opt/wordpress/x /opt/wpbench/x /etc/x /x /usr/local/bin/x /run/wpbench/x /tmp/x /dev/shm/x /dev/x; do "
         "if (echo > $p) 2>/dev/null; then echo W:$p; fi; done; "
         'php8.4 -n -r \'echo @fsockopen("1.1.1.1", 80, $e, $s, 2) ? "NET:up" : "NET:down", PHP_EOL;\'; '
         "id -u"
