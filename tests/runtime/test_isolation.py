@@ -225,3 +225,32 @@ def test_database_writes_never_reach_the_next_container(grader: Grader) -> None:
         )
     )
     assert reader.status == "passed", reader.explain()
+
+
+# The runner started by hand: its nonce and job on stdin, its event channel (fd 3) on stdout.
+RUNNER_BY_HAND = r"""
+job='{"setup":"","teardown":"","assertions":[],"test_function":null,"candidate":{"file":"/nonexistent","plugin":false}}'
+run() { printf '%s\n%s' "$(printf 'n%.0s' $(seq 64))" "$job" | php8.4 -n -d extension=pdo -d extension=pdo_sqlite "$@" 3>&1; }
+echo "no-arguments:"; LD_PRELOAD=/opt/wpbench/lib/nodlopen.so WPBENCH_GUARD_ROLE=runner run /opt/wpbench/verifier/runner/runner.php
+echo "guard-not-loaded:"; LD_PRELOAD=/opt/wpbench/lib/nodlopen.so WPBENCH_GUARD_ROLE=runner \
+    run /opt/wpbench/verifier/runner/runner.php /opt/wordpress/:/opt/wpbench/:/tmp/ /opt/wpbench/lib/absent.so
+"""
+
+
+def test_a_runner_whose_walls_cannot_be_closed_boots_nothing(grader: Grader) -> None:
+    """lock_down() comes before WordPress: without its open_basedir or its native guard the runner says why
+    and loads no WordPress at all (the supervisor then reports a harness_error before any candidate code)."""
+    proc = subprocess.run([*grader.argv("--entrypoint", "/bin/sh"), "-c", RUNNER_BY_HAND],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    booted = {}
+    label = ""
+    for line in proc.stdout.splitlines():
+        if line.endswith(":"):
+            label = line[:-1]
+        elif '"event":"booted"' in line:
+            booted[label] = json.loads(line.split(" ", 2)[2])
+    assert set(booted) == {"no-arguments", "guard-not-loaded"}, proc.stdout + proc.stderr
+    assert "without its open_basedir" in booted["no-arguments"]["sandbox"]
+    assert booted["guard-not-loaded"]["sandbox"] == "the native guard /opt/wpbench/lib/absent.so is not loaded"
+    for event in booted.values():
+        assert event["wordpress_version"] == "" and event["sqlite_dropin"] is False and event["installed"] is False
