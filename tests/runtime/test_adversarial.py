@@ -16,6 +16,7 @@ import pytest
 from gradekit import Graded, Grader, task
 from hostile import HOSTILES, Hostile, target_task, token
 from hostile_sandbox import SANDBOX_HOSTILES
+from hostile_semantics import CASES as SEMANTIC_CASES
 
 pytestmark = pytest.mark.docker
 
@@ -79,6 +80,15 @@ add_action( 'rest_api_init', function () {{
 """
     g = grader.grade(target_task(tokens, code, test_id="hostile-honest"))
     assert g.status == "passed", g.explain()
+
+
+def test_the_semantic_cases_end_the_same_in_both_boot_modes(grader: Grader) -> None:
+    """test_adversarial_semantics.py's cases (graded there with the pre-boot, each with its exact status)."""
+    tasks = {c.name: c.task for c in SEMANTIC_CASES}
+    seen = {mode: grader.grade_many(tasks, *env) for mode, env in BOOT_MODES.items()}
+    statuses = {mode: {name: (g.status, g.exit_code) for name, g in results.items()} for mode, results in seen.items()}
+    assert statuses["preboot"] == statuses["cold"]
+    assert statuses["preboot"] == {c.name: (c.status, 0) for c in SEMANTIC_CASES}
 
 
 @pytest.mark.parametrize("mode", BOOT_MODES)

@@ -288,7 +288,7 @@ function main(): void {
 	[ $nonce, $job ] = $read;
 	$read            = null;
 	\fwrite( $out, TAG . ' ' . $nonce . ' ' . line( 'hello', array( 'pid' => \getmypid() ) ) );
-	$booted  = array(
+	$booted = array(
 		'ms'                => $boot_ms,
 		'sandbox'           => $sandbox,
 		'wordpress_version' => $GLOBALS['wp_version'] ?? '',
