@@ -8,6 +8,9 @@ KUBE_ROUTER_VERSION=$(awk '$1 == "require" && $2 == "github.com/cloudnativelabs/
   "$(dirname "${BASH_SOURCE[0]}")/../hack/kube-router/go.mod")
 KUBE_ROUTER=$CACHE/kube-router/$KUBE_ROUTER_VERSION/bin/kube-router
 KUBE_ROUTER_HEALTH_PORT=20244
+# Kueue (KUEUE=1) runs on the host network: its webhooks and health probe listen on the node address.
+KUEUE_WEBHOOK_PORT=19443
+KUEUE_HEALTH_PORT=19444
 STATE=${WPBENCH_CLUSTER_STATE:-/var/lib/wpbench-k8s}
 RUN=${WPBENCH_CLUSTER_RUN:-/run/wpbench-k8s}
 LOGS=$STATE/logs
@@ -68,4 +71,51 @@ stop_pods() { # kill every pod process and shim of our containerd; unmount what 
     [[ -e $ns && -z $(ip netns pids "${ns##*/}" 2>/dev/null) ]] && ip netns delete "${ns##*/}" 2>/dev/null || true
   done
   rm -rf "$RUN/containerd" "$STATE/cni/ipam"
+}
+
+wait_for() { # what seconds command... : poll until the command succeeds
+  local what=$1 limit=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "$what not ready after ${limit}s (logs: $LOGS)"
+    sleep 0.5
+  done
+}
+
+cert() { # name cn org [san...] : a key and a certificate signed by the cluster CA, unless present
+  local name=$1 cn=$2 org=$3
+  shift 3
+  [[ -f $PKI/$name.crt ]] && return
+  local subj="/CN=$cn" ext="$PKI/$name.ext"
+  [[ -n $org ]] && subj="/O=$org$subj"
+  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
+  openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
+  {
+    echo "basicConstraints=CA:FALSE"
+    echo "subjectKeyIdentifier=hash"
+    echo "authorityKeyIdentifier=keyid,issuer"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    if (($#)); then
+      echo "extendedKeyUsage=serverAuth,clientAuth"
+      local IFS=,
+      echo "subjectAltName=$*"
+    else
+      echo "extendedKeyUsage=clientAuth"
+    fi
+  } >"$ext"
+  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
+    -days 3650 -sha256 -extfile "$ext" -out "$PKI/$name.crt" 2>/dev/null
+  rm -f "$PKI/$name.csr" "$ext"
+}
+
+import_image() { # docker image : into the node's containerd (k8s.io namespace), unless already that id
+  local image=$1 id stamp
+  id=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null) || die "image $image missing in Docker"
+  stamp="$STATE/images/${image//[\/:]/_}"
+  [[ -f $stamp && $(<"$stamp") == "$id" ]] && [[ $(ctr -a "$CONTAINERD_SOCK" -n k8s.io images ls -q) == *"$image"* ]] && return 1
+  log "importing $image into the node"
+  mkdir -p "$STATE/images"
+  docker save "$image" | ctr -a "$CONTAINERD_SOCK" -n k8s.io images import - >/dev/null
+  echo "$id" >"$stamp"
 }

@@ -56,31 +56,6 @@ ensure_rule() { # table chain rule... : insert at the top unless present
   iptables -t "$table" -C "$chain" "$@" 2>/dev/null || iptables -t "$table" -I "$chain" 1 "$@"
 }
 
-cert() { # name cn org [san...] : a key and a certificate signed by the cluster CA, unless present
-  local name=$1 cn=$2 org=$3
-  shift 3
-  [[ -f $PKI/$name.crt ]] && return
-  local subj="/CN=$cn" ext="$PKI/$name.ext"
-  [[ -n $org ]] && subj="/O=$org$subj"
-  openssl genrsa -out "$PKI/$name.key" 2048 2>/dev/null
-  openssl req -new -key "$PKI/$name.key" -subj "$subj" -out "$PKI/$name.csr" 2>/dev/null
-  {
-    echo "basicConstraints=CA:FALSE"
-    echo "subjectKeyIdentifier=hash"
-    echo "authorityKeyIdentifier=keyid,issuer"
-    echo "keyUsage=critical,digitalSignature,keyEncipherment"
-    if (($#)); then
-      echo "extendedKeyUsage=serverAuth,clientAuth"
-      local IFS=,
-      echo "subjectAltName=$*"
-    else
-      echo "extendedKeyUsage=clientAuth"
-    fi
-  } >"$ext"
-  openssl x509 -req -in "$PKI/$name.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial \
-    -days 3650 -sha256 -extfile "$ext" -out "$PKI/$name.crt" 2>/dev/null
-  rm -f "$PKI/$name.csr" "$ext"
-}
 
 write_kubeconfig() { # file user cert : context $CONTEXT as user, its client certificate $PKI/cert.crt embedded
   KUBECONFIG=$1 kubectl config set-cluster "$CONTEXT" --server="https://$GATEWAY:$API_PORT" \
@@ -131,15 +106,6 @@ start() { # name command... : start detached unless running; log to $LOGS/name.l
   until pid_of "$name" >/dev/null; do ((SECONDS < deadline)) || die "$name did not start"; sleep 0.1; done
 }
 
-wait_for() { # what seconds command... : poll until the command succeeds
-  local what=$1 limit=$2
-  shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || die "$what not ready after ${limit}s (logs: $LOGS)"
-    sleep 0.5
-  done
-}
 
 clean_stale_node() {
   # Nothing of the node runs (after a restart, or processes killed): drop what the dead runtime left.
@@ -255,16 +221,6 @@ EOF
   fi
 }
 
-import_image() { # docker image : into the node's containerd (k8s.io namespace), unless already that id
-  local image=$1 id stamp
-  id=$(docker image inspect -f '{{.Id}}' "$image" 2>/dev/null) || die "image $image missing in Docker"
-  stamp="$STATE/images/${image//[\/:]/_}"
-  [[ -f $stamp && $(<"$stamp") == "$id" ]] && [[ $(ctr -a "$CONTAINERD_SOCK" -n k8s.io images ls -q) == *"$image"* ]] && return 1
-  log "importing $image into the node"
-  mkdir -p "$STATE/images"
-  docker save "$image" | ctr -a "$CONTAINERD_SOCK" -n k8s.io images import - >/dev/null
-  echo "$id" >"$stamp"
-}
 
 start_node() {
   write_node_config
@@ -340,5 +296,6 @@ start_control_plane
 start_node
 start_network_policy
 merge_kubeconfig
+if [[ ${KUEUE:-0} == 1 ]]; then "$here/kueue-up.sh"; fi
 install_chart
 log "ready in $((SECONDS - started)) s: context $CONTEXT (node $NODE_NAME, API https://$GATEWAY:$API_PORT); runs go to namespace $RUN_NS"
