@@ -134,6 +134,9 @@ class RunConfig(_Section):
     # A folder with one prompt template per test type (execution.txt, multiple_choice.txt,
     # short_answer.txt); see docs/profiles.md. None: our own wording.
     prompt_templates: str | None = None
+    # `submit` only: the Kueue LocalQueue (of the run's namespace) that admits the run's grader Jobs; null: the
+    # release's default queue, or none (the controller's own bounds alone). `submit --queue` overrides it.
+    queue: str | None = Field(default=None, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
     @classmethod
     def _upstream_keys(cls, data: dict[str, Any]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ cannot stop it unseen), 503 once it has not for `--liveness-seconds`.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -23,6 +24,7 @@ from wpbench_k8s import __version__
 from wpbench_k8s.errors import WPBenchError
 from wpbench_k8s.kube.client import Kube, api_client
 from wpbench_k8s.kube.objects import DEFAULT_INFRA_RETRIES, DEFAULT_START_SECONDS
+from wpbench_k8s.kube.placement import parse_placement
 
 USER_AGENT = f"wpbench-controller/{__version__}"
 
@@ -71,10 +73,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=float(env("WPBENCH_LIVENESS_SECONDS", "300")),
         help="/healthz fails once the reconcile loop has not come round for this long",
     )
+    parser.add_argument(
+        "--default-queue",
+        default=env("WPBENCH_DEFAULT_QUEUE", ""),
+        help="Kueue LocalQueue for runs that name none (chart grader.queue); empty: none",
+    )
+    parser.add_argument(
+        "--grader-placement",
+        default=env("WPBENCH_GRADER_PLACEMENT", "{}"),
+        help="JSON: default pod-spec fields for grader pods (chart grader.placement); a run's spec.placement wins",
+    )
     parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between counter-only status writes")
     parser.add_argument("--health-port", type=int, default=int(env("WPBENCH_HEALTH_PORT", "8080")), help="0 disables")
     parser.add_argument("--log-level", default=env("WPBENCH_LOG_LEVEL", "INFO"))
     args = parser.parse_args(argv)
+    try:
+        args.placement = parse_placement(json.loads(args.grader_placement), "--grader-placement")
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError
+        parser.error(str(exc))
     raw = args.namespace or [env("WPBENCH_NAMESPACES", "wpbench")]
     args.namespaces = [ns.strip() for value in raw for ns in value.split(",") if ns.strip()]
     return args
@@ -117,6 +133,8 @@ def main(argv: list[str] | None = None) -> None:
         image_pull_policy=args.image_pull_policy,
         status_interval=args.status_interval,
         start_seconds=args.start_seconds,
+        default_queue=args.default_queue,
+        placement=args.placement,
     )
     controller = Controller(
         Kube(api),

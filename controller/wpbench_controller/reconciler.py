@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wpbench_controller.collector import LogReads, finished_attempt_facts, record_without_pod
+from wpbench_controller.conditions import Recorder, lifecycle_events, run_conditions, summarise
 from wpbench_controller.generation import Generated, GenerationPool, GenerationUnavailable
 from wpbench_controller.verdicts import ImageProbe, RunVerdicts, pod_image_id
 from wpbench_k8s.cache import CACHED_MODES
@@ -60,6 +61,7 @@ from wpbench_k8s.kube.objects import (
     owner_reference,
 )
 from wpbench_k8s.kube.payload import PayloadError, PayloadIndex, index_payload, payload_name, task_data_key
+from wpbench_k8s.kube.placement import Placement, parse_placement
 from wpbench_k8s.kube.results import ResultStore, Shards
 from wpbench_k8s.manifest import Candidate, ManifestItem
 from wpbench_k8s.outcome import Infra, decide_outcome
@@ -119,6 +121,10 @@ class Options:
     # deletecollection requests in flight at once: the API server deletes the objects of one request one
     # after another (--delete-collection-workers, default 1), so a pass does not wait for them
     job_deleters: int = 4
+    # The release's defaults for grader pods (chart values grader.queue, grader.placement); a run's spec
+    # overrides them (kube/placement.py).
+    default_queue: str = ""
+    placement: Placement = field(default_factory=Placement)
 
 
 @dataclass
@@ -130,6 +136,8 @@ class Seen:
     ended: list[str] = field(default_factory=list)  # item labels whose every Job goes
     active: set[str] = field(default_factory=set)
     starting: int = 0  # active Jobs whose pod is not there yet or Pending
+    queued: int = 0  # active Jobs suspended: waiting for Kueue to admit them (not in any platform queue yet)
+    retried: list[tuple[str, str]] = field(default_factory=list)  # (item, why) of attempts retried this pass
     waiting: list[str] = field(default_factory=list)
     requeue: float | None = None
 
@@ -159,6 +167,7 @@ class Reconciler:
         self.log_pool = ThreadPoolExecutor(self.options.log_readers, thread_name_prefix="log")
         self.write_pool = ThreadPoolExecutor(self.options.job_writers, thread_name_prefix="create")
         self.delete_pool = ThreadPoolExecutor(self.options.job_deleters, thread_name_prefix="delete")
+        self.events = Recorder(kube)
 
     # ---- entry point ----------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> float | None:
@@ -181,7 +190,8 @@ class Reconciler:
         cache = self._cache(namespace, name, run)
         if isinstance(cache, str):
             phase = "Failed" if cache.startswith("invalid") else "Pending"
-            self._write_status(run, None, {"phase": phase, "message": cache}, force=True)
+            reason = "InvalidPayload" if phase == "Failed" else "WaitingForPayload"
+            self._write_status(run, None, {"phase": phase, "message": cache}, force=True, reason=reason)
             return 5.0 if phase == "Pending" else None
         return self._pass(namespace, name, run, cache)
 
@@ -193,6 +203,9 @@ class Reconciler:
         dropped = ResultStore(self.kube, namespace, name, run["metadata"]["uid"]).reopen()
         message = f"requeued: {dropped} infra error(s) and any item never graded go to graders again"
         change: dict[str, Any] = {"phase": "Running", "message": message, "requeued": asked, "completionTime": None}
+        generation = int(run["metadata"].get("generation") or 1)
+        old = (run.get("status") or {}).get("conditions")
+        change["conditions"] = run_conditions(old, "Running", "Requeued", message, generation, now_iso())
         self.kube.patch(RUNS, namespace, name, {"status": change}, subresource="status")
         log.info("run %s/%s: %s", namespace, name, message)
         status = {k: v for k, v in {**(run.get("status") or {}), **change}.items() if v is not None}
@@ -211,6 +224,10 @@ class Reconciler:
         if cached is not None and cached.uid == uid:
             return cached
         maps: list[str] = run["spec"]["payload"]["configMaps"]
+        try:
+            parse_placement(run["spec"].get("placement"), "spec.placement")
+        except ValueError as exc:
+            return f"invalid {exc}"
 
         def read_chunk(n: int) -> dict[str, str]:
             if n >= len(maps):
@@ -256,6 +273,9 @@ class Reconciler:
             infra_retries=int(spec.get("infraRetries", self.options.default_infra_retries)),
             image_pull_policy=self.options.image_pull_policy,
             start_seconds=self.options.start_seconds,
+            queue=str(spec.get("queue") or self.options.default_queue),
+            workload_priority=str(spec.get("workloadPriorityClass") or ""),
+            placement=parse_placement(spec.get("placement"), "spec.placement").over(self.options.placement),
         )
 
     # ---- one pass -------------------------------------------------------------------------
@@ -274,6 +294,7 @@ class Reconciler:
         if seen.records:
             cache.results.append(seen.records)
             cache.verdicts.flush()  # index entries only for records already stored
+        self._pass_events(run, seen)
         self._delete_ended(namespace, selector, seen.ended, cache.deleting)
         for job_name in seen.finished:
             self.kube.delete(JOBS, namespace, job_name)
@@ -288,7 +309,7 @@ class Reconciler:
                 message = f"cancelling: waiting for {running} model call(s) to return"
                 self._write_status(run, cache, {"phase": "Running", "message": message, "inFlight": running})
                 return None  # the pool requeues the run as each call returns
-            return self._finish(run, cache, "Cancelled", "cancelled by request", in_flight=0)
+            return self._finish(run, cache, "Cancelled", "cancelled by request", in_flight=0, reason="Cancelled")
 
         # 4. schedule
         aborted = cache.results.first_failure if not manifest.continue_on_error else None
@@ -315,14 +336,15 @@ class Reconciler:
         total = cache.payload.total
         done = len(cache.results.tallies)
         if done >= total:
-            return self._finish(run, cache, "Succeeded", f"{done} items graded", in_flight=0)
+            return self._finish(run, cache, "Succeeded", f"{done} items graded", in_flight=0, reason="AllGraded")
         if aborted is not None and in_flight == 0:
-            return self._finish(
-                run, cache, "Failed", f"stopped at the first error (continue_on_error off): {aborted}", 0
-            )
+            message = f"stopped at the first error (continue_on_error off): {aborted}"
+            return self._finish(run, cache, "Failed", message, 0, reason="StoppedAtFirstError")
         message = ""
         if seen.waiting:
             message = f"{len(seen.waiting)} grader pod(s) not running yet: {seen.waiting[0]}"
+        elif seen.queued:
+            message = f"{seen.queued} grader Job(s) queued in LocalQueue {settings.queue} (Kueue admits them)"
         wait = self._write_status(run, cache, {"phase": "Running", "message": message, "inFlight": in_flight})
         return _min(seen.requeue, wait)
 
@@ -357,7 +379,9 @@ class Reconciler:
             if not job_finished(latest):
                 seen.finished.extend(j["metadata"]["name"] for j in item_jobs[:-1])
                 seen.active.add(item_id)
-                if attempt_pod is None or (attempt_pod.get("status") or {}).get("phase", "Pending") == "Pending":
+                if (latest.get("spec") or {}).get("suspend"):  # in Kueue's queue (or preempted back into it)
+                    seen.queued += 1
+                elif attempt_pod is None or (attempt_pod.get("status") or {}).get("phase", "Pending") == "Pending":
                     seen.starting += 1
                 if attempt_pod is not None and waiting_reason(attempt_pod):
                     seen.waiting.append(f"{attempt_pod['metadata']['name']}: {waiting_reason(attempt_pod)}")
@@ -393,6 +417,7 @@ class Reconciler:
                     seen.requeue = _min(seen.requeue, 10.0)
                     continue
                 seen.active.add(item_id)
+                seen.retried.append((item_id, decision.reason))
                 seen.finished.extend(j["metadata"]["name"] for j in item_jobs)  # the new attempt stays
             else:
                 manifest = cache.payload.manifest
@@ -580,20 +605,40 @@ class Reconciler:
         # A finished run keeps nothing running; no Job of it is needed any more.
         self.kube.delete_collection(JOBS, namespace, selector=selector)
 
-    def _finish(self, run: dict[str, Any], cache: RunCache, phase: str, message: str, in_flight: int) -> float | None:
+    def _pass_events(self, run: dict[str, Any], seen: Seen) -> None:
+        """One Event per pass for the attempts it retried and one for the items it ended as infra_error."""
+        if seen.retried:
+            text = summarise("grader attempt(s) failed on infrastructure and were retried", seen.retried)
+            self.events.emit(run, "Normal", "Retried", text, now_iso())
+        infra = [(r.item_id, r.error or "") for r in seen.records if r.error_type == "infra_error"]
+        if infra:
+            text = summarise("item(s) ended as infra_error (excluded from the score; `requeue` grades them)", infra)
+            self.events.emit(run, "Warning", "InfraError", text, now_iso())
+
+    def _finish(
+        self, run: dict[str, Any], cache: RunCache, phase: str, message: str, in_flight: int, *, reason: str
+    ) -> float | None:
         self._write_status(
             run,
             cache,
             {"phase": phase, "message": message, "inFlight": in_flight, "completionTime": now_iso()},
             force=True,
+            reason=reason,
         )
         self._forget(run["metadata"]["namespace"], run["metadata"]["name"])
         return None
 
     def _write_status(
-        self, run: dict[str, Any], cache: RunCache | None, fields: dict[str, Any], *, force: bool = False
+        self,
+        run: dict[str, Any],
+        cache: RunCache | None,
+        fields: dict[str, Any],
+        *,
+        force: bool = False,
+        reason: str = "Grading",
     ) -> float | None:
-        """Merge-patch the status subresource when it changed. Returns a requeue delay when deferred."""
+        """Merge-patch the status subresource when it changed; the conditions follow the phase, and a change
+        of them that people care about is an Event. Returns a requeue delay when deferred."""
         old = run.get("status") or {}
         new: dict[str, Any] = {"observedGeneration": run["metadata"].get("generation", 1)}
         if cache is not None:
@@ -607,6 +652,10 @@ class Reconciler:
         new.setdefault("startTime", old.get("startTime") or now_iso())
         if old.get("completionTime") and "completionTime" in new:
             new["completionTime"] = old["completionTime"]
+        phase = str(new.get("phase") or old.get("phase") or "Pending")
+        message = str(new.get("message", old.get("message", "")) or "")
+        new["conditions"] = run_conditions(old.get("conditions"), phase, reason, message or phase,
+                                           int(new["observedGeneration"] or 1), now_iso())  # fmt: skip
         changed = {k: v for k, v in new.items() if old.get(k) != v}
         if not changed:
             return None
@@ -618,6 +667,10 @@ class Reconciler:
         self.kube.patch(
             RUNS, run["metadata"]["namespace"], run["metadata"]["name"], {"status": changed}, subresource="status"
         )
+        if "conditions" in changed:
+            before = str(old.get("phase", ""))
+            for kind, why in lifecycle_events(old.get("conditions"), new["conditions"], before, phase):
+                self.events.emit(run, kind, why, message or phase, now_iso())
         run["status"] = {**old, **changed}
         if cache is not None:
             cache.last_status_write = time.monotonic()

@@ -57,6 +57,21 @@ def ensure_node_image(image: str) -> None:
     stamp.write_text(docker_id + "\n")
 
 
+def _add_properties(live: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """Add to `live` every property of `ours` it lacks, at any depth (object properties, array items)."""
+    added = False
+    if "properties" in ours:
+        props = live.setdefault("properties", {})
+        for key, value in ours["properties"].items():
+            if key not in props:
+                props[key], added = value, True
+            else:
+                added = _add_properties(props[key], value) or added
+    if isinstance(ours.get("items"), dict) and isinstance(live.get("items"), dict):
+        added = _add_properties(live["items"], ours["items"]) or added
+    return added
+
+
 def ensure_crd_fields(cluster: Cluster) -> None:
     """The cluster's CRD has every spec and status field of this checkout's (`kube.crd`), added in place.
 
@@ -72,10 +87,7 @@ def ensure_crd_fields(cluster: Cluster) -> None:
         schema = live["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
         added = False
         for part, ours in (("spec", SPEC_SCHEMA), ("status", STATUS_SCHEMA)):
-            props = schema[part].setdefault("properties", {})
-            for key, value in ours["properties"].items():
-                if key not in props:
-                    props[key], added = value, True
+            added = _add_properties(schema[part], ours) or added
         if not added:
             return
         res = cluster.kubectl("replace", "-f", "-", input=json.dumps(live), check=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -19,6 +20,9 @@ class SubmitFlags:
     max_in_flight: int | None
     infra_retries: int
     no_cache: bool
+    queue: str | None
+    workload_priority_class: str | None
+    placement: str | None
     dry_run: bool
 
 
@@ -46,6 +50,23 @@ class SubmitFlags:
     "image and profile (reference, exploit and --completions runs reuse them by default). Env: WPBENCH_NO_CACHE=1.",
 )
 @click.option(
+    "--queue",
+    callback=lambda ctx, param, value: _name(param, value),
+    help="A Kueue LocalQueue of the namespace: grader Jobs wait suspended until Kueue admits them "
+    "(default: run.queue in the config, else the release's grader.queue, else none).",
+)
+@click.option(
+    "--workload-priority-class",
+    callback=lambda ctx, param, value: _name(param, value),
+    help="A Kueue WorkloadPriorityClass for the run's grader Jobs (orders admission and preemption; needs a queue).",
+)
+@click.option(
+    "--placement",
+    type=click.Path(exists=True, dir_okay=False),
+    help="YAML file of pod-spec fields for grader pods: imagePullSecrets, nodeSelector, tolerations, affinity, "
+    "priorityClassName, runtimeClassName. Each field set replaces the release's default (grader.placement).",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="Print every object the run would bring into the cluster (multi-document YAML); contact no cluster.",
@@ -66,24 +87,54 @@ def submit_command(**params: Any) -> None:
     click.echo(submit_run(flags_from(SubmitFlags, params)), nl=False)
 
 
+def _name(param: click.Parameter, value: str | None) -> str | None:
+    """A Kubernetes object name (DNS label) or None."""
+    import re
+
+    from wpbench_k8s.kube.placement import NAME_PATTERN
+
+    if value is not None and (len(value) > 63 or not re.match(NAME_PATTERN, value)):
+        raise click.BadParameter(f"{value!r} is not a Kubernetes object name (lowercase DNS label)", param=param)
+    return value
+
+
+def _placement(path: str | None) -> Any:
+    import yaml
+
+    from wpbench_k8s.errors import InputError
+    from wpbench_k8s.kube.placement import Placement, parse_placement
+
+    if path is None:
+        return Placement()
+    try:
+        return parse_placement(yaml.safe_load(Path(path).read_text(encoding="utf-8")), path)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise InputError(f"--placement {exc}") from None
+
+
 def submit_run(flags: SubmitFlags) -> str:
     """Plan the run and submit it (or, with --dry-run, describe it); returns what to print."""
     from wpbench_k8s.cluster import dry_run_text, run_name, submit
     from wpbench_k8s.cluster.connection import resolve_namespace
+    from wpbench_k8s.errors import InputError
     from wpbench_k8s.kube.objects import RunSettings
 
-    _, manifest = plan_from_flags(flags.run, dry_run=flags.dry_run)
+    placement = _placement(flags.placement)
+    config, manifest = plan_from_flags(flags.run, dry_run=flags.dry_run)
     name = run_name(manifest, flags.run_name)
+    queue = flags.queue or config.run.queue or ""
+    if flags.workload_priority_class and not queue:
+        raise InputError("--workload-priority-class: Kueue orders queued Jobs; name a queue (--queue or run.queue)")
     max_in_flight = flags.max_in_flight or manifest.execution_concurrency
-    if flags.dry_run:  # no cluster: the namespace as kubectl would choose it
-        where = flags.cluster
-        namespace = resolve_namespace(where.kubeconfig, where.context, where.namespace)
-        return dry_run_text(manifest, RunSettings(name=name, namespace=namespace, max_in_flight=max_in_flight,
-                                                  infra_retries=flags.infra_retries,
-                                                  cache=not flags.no_cache))  # fmt: skip
-    cluster = flags.cluster.connect()
-    settings = RunSettings(name=name, namespace=cluster.namespace, max_in_flight=max_in_flight,
-                           infra_retries=flags.infra_retries, cache=not flags.no_cache)  # fmt: skip
+    where = flags.cluster
+    # no cluster for a dry run: the namespace as kubectl would choose it
+    cluster = None if flags.dry_run else where.connect()
+    namespace = cluster.namespace if cluster else resolve_namespace(where.kubeconfig, where.context, where.namespace)
+    settings = RunSettings(name=name, namespace=namespace, max_in_flight=max_in_flight,
+                           infra_retries=flags.infra_retries, cache=not flags.no_cache, queue=queue,
+                           workload_priority=flags.workload_priority_class or "", placement=placement)  # fmt: skip
+    if cluster is None:
+        return dry_run_text(manifest, settings)
     return submit(cluster, manifest, settings) + "\n"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from wpbench_k8s.kube.names import GROUP as GROUP
+from wpbench_k8s.kube.placement import NAME_PATTERN
 
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -27,6 +28,33 @@ TERMINAL_PHASES = ("Succeeded", "Failed", "Cancelled")
 
 _INT = {"type": "integer", "minimum": 0}
 _STR = {"type": "string"}
+_NAME = {"type": "string", "maxLength": 63, "pattern": NAME_PATTERN}
+_CLASS = {"type": "string", "maxLength": 253}
+
+PLACEMENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Pod-spec fields for this run's grader pods; each one set replaces the release's default.",
+    "properties": {
+        "imagePullSecrets": {"type": "array", "items": _CLASS, "description": "Secret names (no registry here)."},
+        "nodeSelector": {"type": "object", "additionalProperties": _STR},
+        "tolerations": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "key": _STR,
+                    "operator": {"type": "string", "enum": ["Exists", "Equal"]},
+                    "value": _STR,
+                    "effect": {"type": "string", "enum": ["NoSchedule", "PreferNoSchedule", "NoExecute"]},
+                    "tolerationSeconds": {"type": "integer"},
+                },
+            },
+        },
+        "affinity": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "priorityClassName": _CLASS,
+        "runtimeClassName": {**_CLASS, "description": "e.g. gvisor: the RuntimeClass grader pods run under."},
+    },
+}
 
 SPEC_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -56,6 +84,16 @@ SPEC_SCHEMA: dict[str, Any] = {
             "description": "Reuse verdicts stored by earlier runs in this namespace for the same task, image and "
             "profile (reference, exploits, completions; default true; `submit --no-cache` sets false).",
         },
+        "queue": {
+            **_NAME,
+            "description": "A Kueue LocalQueue of this namespace: grader Jobs are created suspended with "
+            "kueue.x-k8s.io/queue-name and Kueue admits them (default: the release's grader.queue).",
+        },
+        "workloadPriorityClass": {
+            **_NAME,
+            "description": "A Kueue WorkloadPriorityClass for the run's grader Jobs (only with a queue).",
+        },
+        "placement": PLACEMENT_SCHEMA,
         "requeue": {
             **_INT,
             "description": "Raised by `wpbench-k8s requeue`: a finished run whose status.requeued is lower is opened "
@@ -88,6 +126,10 @@ STATUS_SCHEMA: dict[str, Any] = {
         "completionTime": {"type": "string", "format": "date-time"},
         "conditions": {
             "type": "array",
+            "description": "Ready (the controller accepted the run), Running, Succeeded, Failed: "
+            "`kubectl wait --for=condition=Succeeded wpbenchrun/NAME`.",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
             "items": {
                 "type": "object",
                 "required": ["type", "status"],
@@ -96,6 +138,7 @@ STATUS_SCHEMA: dict[str, Any] = {
                     "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
                     "reason": _STR,
                     "message": _STR,
+                    "observedGeneration": {"type": "integer", "minimum": 0},
                     "lastTransitionTime": {"type": "string", "format": "date-time"},
                 },
             },

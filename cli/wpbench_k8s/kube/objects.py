@@ -8,7 +8,7 @@ executor) creates the NetworkPolicy, one Job per grader attempt and the result C
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client as k8s
@@ -32,6 +32,7 @@ from wpbench_k8s.kube.names import (
     run_labels,
 )
 from wpbench_k8s.kube.payload import item_key, payload_name, split_manifest, task_data_key
+from wpbench_k8s.kube.placement import NO_EVICTION_ANNOTATIONS, PRIORITY_LABEL, QUEUE_LABEL, Placement
 from wpbench_k8s.manifest import GraderSpec, ManifestItem, RunManifest
 from wpbench_k8s.outcome import INFRA_RETRIES
 
@@ -59,6 +60,9 @@ class RunSettings:
     image_pull_policy: str = "IfNotPresent"
     start_seconds: int = DEFAULT_START_SECONDS
     cache: bool = True  # reuse verdicts earlier runs of the namespace stored (`submit --no-cache`: False)
+    queue: str = ""  # a Kueue LocalQueue: Jobs are created suspended and Kueue admits them
+    workload_priority: str = ""  # a Kueue WorkloadPriorityClass (orders admission, decides preemption)
+    placement: Placement = field(default_factory=Placement)  # the run's own; the controller adds the release's
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,9 @@ def build_grader_job(
     start_seconds: int = DEFAULT_START_SECONDS,
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
     image_pull_policy: str = "IfNotPresent",
+    placement: Placement | None = None,
+    queue: str = "",
+    workload_priority: str = "",
 ) -> k8s.V1Job:
     """The Job for one grader attempt: one locked-down pod, never restarted by Kubernetes.
 
@@ -105,6 +112,10 @@ def build_grader_job(
     layer, or the controller) decides with `outcome.decide_outcome` whether to start another attempt.
     The pod's own deadline bounds the test; the Job's deadline adds `start_seconds` for scheduling
     and start, so a pod that can never start ends too (its reason is read from the pod or events).
+    With a `queue` the Job is created suspended, labelled for Kueue: the deadline counts from admission
+    (Kubernetes starts a Job's clock when it is unsuspended), so waiting in the queue costs no attempt.
+    `placement` adds pod-spec fields (nodes, pull secrets, runtime class); none of them can loosen the
+    lock-down (security contexts, volumes, service account token and links are set here, not there).
 
     Returns:
         A `V1Job`; serialise with `to_dict`.
@@ -141,6 +152,7 @@ def build_grader_job(
     )
     pod_deadline = attempt_deadline_seconds(spec, task_timeout)
     pod_spec = k8s.V1PodSpec(
+        **(placement or Placement()).pod_fields(),
         restart_policy="Never",
         automount_service_account_token=False,
         enable_service_links=False,
@@ -181,13 +193,19 @@ def build_grader_job(
             ),
         ],
     )
+    job_labels = dict(labels)
+    if queue:
+        job_labels[QUEUE_LABEL] = queue
+        if workload_priority:
+            job_labels[PRIORITY_LABEL] = workload_priority
     meta = k8s.V1ObjectMeta(
         name=name,
         namespace=namespace,
-        labels=dict(labels),
+        labels=job_labels,
         annotations=dict(annotations or {}),
         owner_references=[owner] if owner else None,
     )
+    pod_annotations = {**(annotations or {}), **NO_EVICTION_ANNOTATIONS}
     return k8s.V1Job(
         api_version="batch/v1",
         kind="Job",
@@ -196,8 +214,9 @@ def build_grader_job(
             backoff_limit=0,
             active_deadline_seconds=pod_deadline + start_seconds,
             ttl_seconds_after_finished=ttl_seconds,
+            suspend=True if queue else None,
             template=k8s.V1PodTemplateSpec(
-                metadata=k8s.V1ObjectMeta(labels=dict(labels), annotations=dict(annotations or {})), spec=pod_spec
+                metadata=k8s.V1ObjectMeta(labels=dict(labels), annotations=pod_annotations), spec=pod_spec
             ),
         ),
     )
@@ -217,6 +236,12 @@ def run_object(manifest: RunManifest, settings: RunSettings, payload_maps: list[
         "graderImage": manifest.grader.image,
         "cache": settings.cache,
     }
+    if settings.queue:
+        spec["queue"] = settings.queue
+    if settings.workload_priority:
+        spec["workloadPriorityClass"] = settings.workload_priority
+    if settings.placement.spec():
+        spec["placement"] = settings.placement.spec()
     return {
         "apiVersion": crd.API_VERSION,
         "kind": crd.KIND,
@@ -299,6 +324,9 @@ def item_job(
         owner=owner,
         start_seconds=settings.start_seconds,
         image_pull_policy=settings.image_pull_policy,
+        placement=settings.placement,
+        queue=settings.queue,
+        workload_priority=settings.workload_priority,
     )
 
 
