@@ -28,9 +28,11 @@ install_kueue() {
     --module "${GOMODCACHE:-$CACHE/go/mod}/sigs.k8s.io/kueue@$version" \
     --address "$GATEWAY" --image "$image" --ca-file "$PKI/ca.crt" --api-port "$API_PORT" \
     --webhook-port "$KUEUE_WEBHOOK_PORT" --health-port "$KUEUE_HEALTH_PORT" >"$STATE/kueue.yaml"
-  "${k[@]}" apply --server-side --force-conflicts -f "$STATE/kueue.yaml" >/dev/null
+  # the serving certificate before the manager that mounts it
+  "${k[@]}" create namespace kueue-system --dry-run=client -o yaml | "${k[@]}" apply --server-side -f - >/dev/null
   "${k[@]}" -n kueue-system create secret tls kueue-webhook-server-cert --cert "$PKI/kueue-webhook.crt" \
     --key "$PKI/kueue-webhook.key" --dry-run=client -o yaml | "${k[@]}" apply -f - >/dev/null
+  "${k[@]}" apply --server-side --force-conflicts -f "$STATE/kueue.yaml" >/dev/null
   "${k[@]}" -n kueue-system rollout status deployment/kueue-controller-manager --timeout=180s >/dev/null
   # Ready once its webhooks answer: a server-side dry run of a ResourceFlavor goes through them.
   wait_for "Kueue's webhooks" 120 bash -c "printf '%s' '{\"apiVersion\": \"kueue.x-k8s.io/v1beta2\",
