@@ -175,6 +175,10 @@ def submit(space: Space, config: Path, *args: str) -> str:
     ).stdout.strip()
 
 
+def events(space: Space) -> list[dict[str, Any]]:
+    return json.loads(space.cluster.kubectl("get", "events", "-n", space.namespace, "-o", "json").stdout)["items"]
+
+
 def workloads(space: Space) -> list[dict[str, Any]]:
     res = space.cluster.kubectl("get", "workloads.kueue.x-k8s.io", "-n", space.namespace, "-o", "json")
     return json.loads(res.stdout)["items"]
@@ -258,8 +262,10 @@ def test_a_workload_priority_class_orders_admission(
     space.install_controller()
     live = Live(space)
     try:
-        first = submit(space, config, "--queue", "graders", "--workload-priority-class", low, "--name", "low")
-        second = submit(space, config, "--queue", "graders", "--workload-priority-class", high, "--name", "high")
+        first = submit(space, config, "--queue", "graders", "--workload-priority-class", low, "--name", "low",
+                       "--max-in-flight", "3")  # fmt: skip
+        second = submit(space, config, "--queue", "graders", "--workload-priority-class", high, "--name", "high",
+                        "--max-in-flight", "3")  # fmt: skip
         space.wait_for(lambda: len(workloads(space)) == 6, 300, "a Workload for each of the six Jobs")
         space.cluster.kubectl("patch", "clusterqueue.kueue.x-k8s.io", cq, "--type=merge",
                               "-p", '{"spec": {"stopPolicy": "None"}}')  # fmt: skip
@@ -275,12 +281,12 @@ def test_a_workload_priority_class_orders_admission(
 def test_a_grader_kueue_preempts_is_graded_again_never_scored(
     space: Space, queues: Queues, mini_suite: Path, tmp_path: Path
 ) -> None:
-    # A slow grader of a low-priority run is admitted; a high-priority run then needs the only quota, and the
+    # A slow grader (45 s: the high run must be submitted and queued while it runs) of a low-priority run is admitted; a high-priority run then needs the only quota, and the
     # ClusterQueue preempts lower priorities: Kueue suspends the low Job (its pod is killed mid-grade) and
     # admits it again later. The killed attempt is infrastructure: the item's record is its later verdict.
     doc = json.loads((mini_suite / "execution" / "hooks.json").read_text())
     test = (doc if isinstance(doc, list) else doc["tests"])[0]
-    slow = {**test, "id": "slow-hooks", "reference_solution": "sleep( 20 ); " + test["reference_solution"]}
+    slow = {**test, "id": "slow-hooks", "reference_solution": "sleep( 45 ); " + test["reference_solution"]}
     (tmp_path / "slow" / "execution").mkdir(parents=True)
     (tmp_path / "slow" / "execution" / "slow.json").write_text(json.dumps([slow]))
     queues.flavor()
@@ -301,6 +307,9 @@ def test_a_grader_kueue_preempts_is_graded_again_never_scored(
     fast = clusterkit.clone_suite(mini_suite, tmp_path / "fast", 1)
     other = submit(space, suite_config(tmp_path / "fast", fast), "--queue", "graders",
                    "--workload-priority-class", high, "--name", "high")  # fmt: skip
+    preempted = space.wait_for(lambda: [e for e in events(space) if e.get("reason") == "Preempted"], 120,
+                               "Kueue to preempt the low-priority grader")  # fmt: skip
+    print("Kueue:", [e["message"] for e in preempted])
     assert space.wait_phase(other, 600)["status"]["passed"] == 1
     run = space.wait_phase(name, 900)
     assert (run["status"]["phase"], run["status"]["passed"], run["status"]["failed"]) == ("Succeeded", 1, 0), run[
@@ -309,7 +318,7 @@ def test_a_grader_kueue_preempts_is_graded_again_never_scored(
     space.cli("results", name, "-o", str(tmp_path / "r.jsonl"))
     (record,) = records(tmp_path / "r.jsonl")
     assert record["grader"]["status"] == "passed" and record["error"] is None, record
-    assert space.pods is not None and space.pods.per_item()["slow-hooks"] == 2  # the preempted pod, then the one graded
-    # Kueue's own account of it (Events outlive the Workload, which goes with its collected Job)
-    events = json.loads(space.cluster.kubectl("get", "events", "-n", space.namespace, "-o", "json").stdout)["items"]
-    assert any(e.get("reason") == "Preempted" for e in events), sorted({e.get("reason") for e in events})
+    seen = [(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"]) for e in events(space)]
+    assert space.pods is not None and space.pods.per_item()["slow-hooks"] == 2, (
+        seen
+    )  # the preempted pod, then the one graded
