@@ -39,8 +39,9 @@ demo: setup runtime-image
 	@echo "  wpbench-k8s run --model-name gpt-4o --limit 20 --report # a model (needs OPENAI_API_KEY)"
 
 # The Kubernetes tests run against the real local cluster: it is started (or reused) first.
+# KUEUE=1 also installs Kueue (mk/cluster.mk) and makes its tests required rather than skipped.
 test: setup runtime-image controller-image browser kwok cluster-up
-	$(BIN)/pytest -q --durations=25
+	WPBENCH_KUEUE=$(KUEUE) $(BIN)/pytest -q --durations=25
 
 test-unit: setup
 	$(BIN)/pytest -q tests/unit
