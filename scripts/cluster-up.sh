@@ -4,7 +4,8 @@
 # containerd (own root, state and socket, beside Docker's), a real kubelet, a bridge CNI without
 # masquerade, kube-router as the NetworkPolicy enforcer (policy only: no routing, no service proxy). Merges context wpbench-local into the default kubeconfig, imports the grader and
 # controller images into the node, installs charts/wpbench-k8s with helm. Idempotent: what runs is kept,
-# what is missing is built (cached by version) or started. Needs root, Docker, Go, gcc, openssl.
+# what is missing is built (cached by version) or started. Needs root, Docker, Go, gcc, openssl. With KUEUE=1 it
+# also installs Kueue (scripts/kueue-up.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
