@@ -164,7 +164,12 @@ class Live:
 def suite_config(tmp: Path, suite: Path, **grader: Any) -> Path:
     path = tmp / "wp-bench.yaml"
     path.write_text(
-        yaml.safe_dump({"dataset": {"path": str(suite)}, "grader": {"limits": {"cpus": GRADER_CPU}, **grader}})
+        yaml.safe_dump(
+            {
+                "dataset": {"path": str(suite)},
+                "grader": {"image": clusterkit.GRADER_IMAGE, "limits": {"cpus": GRADER_CPU}, **grader},
+            }
+        )
     )
     return path
 

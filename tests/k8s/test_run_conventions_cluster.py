@@ -24,7 +24,7 @@ def run_events(space: Space, name: str) -> list[dict]:
 
 def test_kubectl_wait_for_succeeded_and_the_lifecycle_events(space: Space, mini_suite: Path, tmp_path: Path) -> None:
     space.install_controller()
-    name = space.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite), "--no-cache",
+    name = space.cli("submit", "--check-reference-solution", "--image", clusterkit.GRADER_IMAGE, "--dataset-path", str(mini_suite), "--no-cache",
                      "--test-id", "mini-hooks-001").stdout.strip()  # fmt: skip
     res = space.cluster.kubectl("wait", "-n", space.namespace, "--for=condition=Succeeded", f"wpbenchrun/{name}",
                                 "--timeout=600s", timeout=620)  # fmt: skip
@@ -52,7 +52,7 @@ def test_a_cancelled_run_says_so_in_conditions_and_events(space: Space, mini_sui
     # a grader that can never be scheduled keeps the run Running until it is cancelled
     config = Path(space.tmp) / "huge.yaml"
     config.write_text(yaml.safe_dump({"dataset": {"path": str(mini_suite)}, "grader": {"limits": {"cpus": 64}}}))
-    name = space.cli("submit", "--config", str(config), "--check-reference-solution", "--no-cache",
+    name = space.cli("submit", "--config", str(config), "--check-reference-solution", "--image", clusterkit.GRADER_IMAGE, "--no-cache",
                      "--test-id", "mini-hooks-001").stdout.strip()  # fmt: skip
     space.cluster.kubectl("wait", "-n", space.namespace, "--for=condition=Running", f"wpbenchrun/{name}",
                           "--timeout=300s", timeout=320)  # fmt: skip
@@ -94,7 +94,7 @@ def test_a_runs_placement_over_the_release_default_reaches_the_grader_pod(
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
                 {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}},
         }))  # fmt: skip
-        name = space.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite), "--no-cache",
+        name = space.cli("submit", "--check-reference-solution", "--image", clusterkit.GRADER_IMAGE, "--dataset-path", str(mini_suite), "--no-cache",
                          "--test-id", "mini-hooks-001", "--placement", str(placement)).stdout.strip()  # fmt: skip
 
         def grader_pod() -> dict | None:
