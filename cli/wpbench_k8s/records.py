@@ -86,6 +86,10 @@ class Record(BaseModel):
     profile: ProfileName = "wpbench"
     # The model's settings as sent (name, kind, temperature, top_p, max_tokens); None without a model.
     model_settings: dict[str, Any] | None = None
+    # On a cluster: the suite digest the controller recomputed from what it graded, and whether a cluster
+    # admin pinned the suite with it (wpbench_k8s.verified). Absent (not null) from a local run's records.
+    suite_digest: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    suite_verified: bool | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="before")
     @classmethod

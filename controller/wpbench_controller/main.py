@@ -83,6 +83,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=env("WPBENCH_GRADER_PLACEMENT", "{}"),
         help="JSON: default pod-spec fields for grader pods (chart grader.placement); a run's spec.placement wins",
     )
+    parser.add_argument(
+        "--trusted-suites",
+        default=env("WPBENCH_TRUSTED_SUITES", "{}"),
+        help='suites a cluster admin pinned, as JSON {"name": "sha256:..."} (chart value trustedSuites)',
+    )
     parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between counter-only status writes")
     parser.add_argument("--health-port", type=int, default=int(env("WPBENCH_HEALTH_PORT", "8080")), help="0 disables")
     parser.add_argument("--log-level", default=env("WPBENCH_LOG_LEVEL", "INFO"))
@@ -91,6 +96,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.placement = parse_placement(json.loads(args.grader_placement), "--grader-placement")
     except ValueError as exc:  # json.JSONDecodeError is a ValueError
         parser.error(str(exc))
+    try:
+        pins = json.loads(args.trusted_suites)
+    except ValueError as exc:
+        parser.error(f"--trusted-suites: not JSON: {exc}")
+    if not isinstance(pins, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in pins.items()):
+        parser.error('--trusted-suites: expected {"suite name": "sha256:..."}')
+    args.pins = pins
     raw = args.namespace or [env("WPBENCH_NAMESPACES", "wpbench")]
     args.namespaces = [ns.strip() for value in raw for ns in value.split(",") if ns.strip()]
     return args
@@ -135,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         start_seconds=args.start_seconds,
         default_queue=args.default_queue,
         placement=args.placement,
+        trusted_suites=args.pins,
     )
     controller = Controller(
         Kube(api),

@@ -28,13 +28,16 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from wpbench_controller.collector import LogReads, finished_attempt_facts, record_without_pod
 from wpbench_controller.conditions import Recorder, lifecycle_events, run_conditions, summarise
+from wpbench_controller.events import IGNORED, REFUSED, Events
 from wpbench_controller.generation import Generated, GenerationPool, GenerationUnavailable
 from wpbench_controller.verdicts import ImageProbe, RunVerdicts, pod_image_id
 from wpbench_k8s.cache import CACHED_MODES
@@ -60,15 +63,23 @@ from wpbench_k8s.kube.objects import (
     network_policy,
     owner_reference,
 )
-from wpbench_k8s.kube.payload import PayloadError, PayloadIndex, index_payload, payload_name, task_data_key
+from wpbench_k8s.kube.payload import (
+    SUITE_KEY,
+    PayloadError,
+    PayloadIndex,
+    index_payload,
+    payload_name,
+    task_data_key,
+)
 from wpbench_k8s.kube.placement import Placement, parse_placement
-from wpbench_k8s.kube.results import ResultStore, Shards
+from wpbench_k8s.kube.results import ResultStore, Shards, listed_shards
 from wpbench_k8s.manifest import Candidate, ManifestItem
 from wpbench_k8s.outcome import Infra, decide_outcome
 from wpbench_k8s.pipeline import judge_for
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import build_record
 from wpbench_k8s.steps import judge_record, score_item
+from wpbench_k8s.verified import SuiteCheck, SuiteError, check_items, check_payload_suite
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +105,7 @@ class RunCache:
     results: ResultStore
     generated: Shards
     verdicts: RunVerdicts
+    suite: SuiteCheck
     generated_items: dict[str, tuple[Generated, str]] = field(default_factory=dict)  # id -> (generation, shard)
     policy_ready: bool = False
     last_status_write: float = 0.0
@@ -125,6 +137,8 @@ class Options:
     # overrides them (kube/placement.py).
     default_queue: str = ""
     placement: Placement = field(default_factory=Placement)
+    # Suites a cluster admin pinned (name -> digest): records of a run grading one say suite_verified.
+    trusted_suites: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -164,6 +178,7 @@ class Reconciler:
         self.options = options or Options()
         self.generations = generations or GenerationPool(4)
         self.cache: dict[tuple[str, str], RunCache] = {}
+        self.warnings = Events(kube)  # planted objects and refused runs, said once per controller life
         self.log_pool = ThreadPoolExecutor(self.options.log_readers, thread_name_prefix="log")
         self.write_pool = ThreadPoolExecutor(self.options.job_writers, thread_name_prefix="create")
         self.delete_pool = ThreadPoolExecutor(self.options.job_deleters, thread_name_prefix="delete")
@@ -191,6 +206,8 @@ class Reconciler:
         if isinstance(cache, str):
             phase = "Failed" if cache.startswith("invalid") else "Pending"
             reason = "InvalidPayload" if phase == "Failed" else "WaitingForPayload"
+            if phase == "Failed":
+                self.warnings.warn(namespace, name, run["metadata"]["uid"], REFUSED, cache)
             self._write_status(run, None, {"phase": phase, "message": cache}, force=True, reason=reason)
             return 5.0 if phase == "Pending" else None
         return self._pass(namespace, name, run, cache)
@@ -200,7 +217,8 @@ class Reconciler:
         record (those, and any a cancel left) are then graded as in any pass. Repeatable after a crash."""
         self._forget(namespace, name)
         self._delete_leftover_jobs(namespace, name, run)
-        dropped = ResultStore(self.kube, namespace, name, run["metadata"]["uid"]).reopen()
+        uid = run["metadata"]["uid"]
+        dropped = ResultStore(self.kube, namespace, name, uid, listed_shards(run)).reopen()
         message = f"requeued: {dropped} infra error(s) and any item never graded go to graders again"
         change: dict[str, Any] = {"phase": "Running", "message": message, "requeued": asked, "completionTime": None}
         generation = int(run["metadata"].get("generation") or 1)
@@ -228,33 +246,86 @@ class Reconciler:
             parse_placement(run["spec"].get("placement"), "spec.placement")
         except ValueError as exc:
             return f"invalid {exc}"
+        digest: str = run["spec"]["manifestDigest"]
+        accepted = (run.get("status") or {}).get("manifestDigest")
+        if accepted and accepted != digest:
+            return f"invalid run: spec.manifestDigest {digest} is not the {accepted} the controller accepted"
+        if maps != [payload_name(name, n) for n in range(len(maps))]:  # grader pods mount these names
+            return (
+                f"invalid payload: spec.payload.configMaps must be {name}-payload-0, -1, ... in order, not {maps[:3]}"
+            )
+        head: dict[str, str] = {}
 
         def read_chunk(n: int) -> dict[str, str]:
             if n >= len(maps):
                 raise PayloadError(f"the run lists {len(maps)} payload ConfigMaps, the index needs more")
-            data: dict[str, str] = self.kube.get(CONFIG_MAPS, namespace, maps[n]).get("data") or {}
+            cm = self.kube.get(CONFIG_MAPS, namespace, maps[n])
+            # Immutable: what the controller checked below is what every grader pod mounts later.
+            if cm.get("immutable") is not True:
+                raise PayloadError(f"ConfigMap {maps[n]} is not immutable (its content could change after the check)")
+            data: dict[str, str] = cm.get("data") or {}
+            if n == 0:
+                head.update(data)
             return data
 
         try:
-            payload = index_payload(read_chunk, run["spec"]["manifestDigest"])
+            payload = index_payload(read_chunk, digest)
+            suite = self._check_suite(run, payload, head.get(SUITE_KEY))
         except NotFound as exc:
             return f"waiting for payload: {exc.message or 'a ConfigMap is not there yet'}"
         except (PayloadError, ValueError) as exc:
             return f"invalid payload: {exc}"
-        results = ResultStore(self.kube, namespace, name, uid)
+        except SuiteError as exc:
+            return f"invalid suite: {exc}"
+        announce = self._announcer(namespace, name)
+        listed = partial(listed_shards, run)
+        stamp = {"suite_digest": suite.digest, "suite_verified": suite.verified}
+        results = ResultStore(self.kube, namespace, name, uid, listed(), announce("resultConfigMaps"), stamp)
         results.load()
-        generated = Shards(self.kube, namespace, name, uid, COMPONENT_GENERATED)
+        generated = Shards(self.kube, namespace, name, uid, COMPONENT_GENERATED, listed=listed("generatedConfigMaps"),
+                           announce=announce("generatedConfigMaps"))  # fmt: skip
         enabled = payload.manifest.mode in CACHED_MODES and run["spec"].get("cache", True) is not False
-        index = Shards(self.kube, namespace, name, uid, COMPONENT_VERDICTS)
+        index = Shards(self.kube, namespace, name, uid, COMPONENT_VERDICTS, listed=listed("verdictConfigMaps"),
+                       announce=announce("verdictConfigMaps"))  # fmt: skip
         if enabled:
             index.load()  # this run's own entries: where its next ones go after a restart
         image_id = str((run.get("status") or {}).get("graderImageID") or "")
-        verdicts = RunVerdicts(self.kube, namespace, payload.manifest, index, enabled, image_id, payload.items)
-        cache = RunCache(uid, payload, results, generated, verdicts, judge=judge_for(payload.manifest))
+
+        def report(message: str, claimed: dict[str, Any] | None) -> None:  # on this run and on the run it claims
+            self.warnings.warn(namespace, name, uid, IGNORED, message)
+            if claimed is not None and claimed["metadata"]["uid"] != uid:
+                claimed_name, claimed_uid = claimed["metadata"]["name"], claimed["metadata"]["uid"]
+                self.warnings.warn(namespace, claimed_name, claimed_uid, IGNORED, message)
+
+        verdicts = RunVerdicts(self.kube, namespace, payload.manifest, index, enabled, image_id, payload.items,
+                               report=report)  # fmt: skip
+        cache = RunCache(uid, payload, results, generated, verdicts, suite, judge=judge_for(payload.manifest))
         self._load_generated(cache)
+        for shards in (results.shards, generated, index):
+            for ignored in shards.ignored:
+                self.warnings.warn(namespace, name, uid, IGNORED, f"ConfigMap {ignored} claims to be this run's "
+                                 f"{shards.component} but the controller never listed it: ignored")  # fmt: skip
         self.cache[(namespace, name)] = cache
         log.info("run %s/%s: %d items, %d already done", namespace, name, payload.total, len(results.tallies))
         return cache
+
+    def _check_suite(self, run: dict[str, Any], payload: PayloadIndex, raw_table: str | None) -> SuiteCheck:
+        """The suite the payload grades, recomputed (`wpbench_k8s.verified`). Raises SuiteError."""
+        declared = str(run["spec"].get("suiteDigest") or "")
+        check = check_payload_suite(declared, raw_table, payload.manifest, self.options.trusted_suites)
+        check_items(payload.manifest, payload.items())
+        return check
+
+    def _announcer(self, namespace: str, name: str) -> Callable[[str], Callable[[list[str]], None]]:
+        """For a status field: a function writing the run's shard list there (before a shard is created)."""
+
+        def field_writer(status_field: str) -> Callable[[list[str]], None]:
+            def announce(names: list[str]) -> None:
+                self.kube.patch(RUNS, namespace, name, {"status": {status_field: names}}, subresource="status")
+
+            return announce
+
+        return field_writer
 
     def _load_generated(self, cache: RunCache) -> None:
         data = cache.generated.load()
@@ -644,6 +715,14 @@ class Reconciler:
         if cache is not None:
             total = cache.payload.total
             new.update(cache.results.summary())
+            new.update(cache.verdicts.index_summary())
+            if cache.generated.shards:
+                new["generatedConfigMaps"] = [n for n, _ in cache.generated.shards]
+            new.update(manifestDigest=run["spec"]["manifestDigest"], suite=cache.suite.suite,
+                       suiteDigest=cache.suite.digest, suiteVerified=cache.suite.verified)  # fmt: skip
+            ignored = [n for s in (cache.results.shards, cache.generated, cache.verdicts.index) for n in s.ignored]
+            if ignored:
+                new["ignored"] = sorted(set(ignored) | set(old.get("ignored") or []))
             if cache.verdicts.image_id:
                 new["graderImageID"] = cache.verdicts.image_id
             new["total"] = total

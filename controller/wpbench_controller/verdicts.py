@@ -7,6 +7,8 @@ index of its namespace once (one paged LIST) and then the result shards of only 
 of its keys, so the API reads grow with the runs referenced, not with the items. Deleting a run deletes
 its index with it. Only verdicts a grader decided are indexed, never an infrastructure failure's fallback,
 and only records stored whole (a record cut to fit a shard no longer holds the verdict byte for byte).
+An index or result shard counts only when the run it claims (label) lists it in its status, which only
+the controller writes (`results.trusted`): anything else is ignored and reported.
 
 The image id is the one the kubelet reports (`status.containerStatuses[].imageID`): for the index, the
 id of the pod that graded; for a lookup, before anything is graded, the id an `image-probe` pod reports
@@ -23,7 +25,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from wpbench_k8s.cache import verdict_key
-from wpbench_k8s.kube.client import CONFIG_MAPS, PODS, Kube, KubeError, NotFound, to_dict
+from wpbench_k8s.kube.client import CONFIG_MAPS, PODS, RUNS, Kube, KubeError, NotFound, to_dict
 from wpbench_k8s.kube.names import (
     COMPONENT_PROBE,
     COMPONENT_RESULTS,
@@ -35,7 +37,7 @@ from wpbench_k8s.kube.names import (
     run_selector,
 )
 from wpbench_k8s.kube.objects import RunSettings, TaskSource, item_job
-from wpbench_k8s.kube.results import Shards, fit_record, record_key
+from wpbench_k8s.kube.results import Shards, fit_record, listed_shards, record_key, trusted
 from wpbench_k8s.manifest import ManifestItem, RunManifest
 from wpbench_k8s.outcome import Scored
 from wpbench_k8s.records import Record, json_line
@@ -43,6 +45,9 @@ from wpbench_k8s.steps import judge_record, score_item
 from wpbench_runtime.contract import GradeTask, Verdict
 
 log = logging.getLogger(__name__)
+
+# (message, the run the ConfigMap claims to belong to, when it exists)
+Report = Callable[[str, dict[str, Any] | None], None]
 
 
 def pod_image_id(pod: dict[str, Any] | None) -> str:
@@ -59,17 +64,46 @@ def any_index(kube: Kube, namespace: str) -> bool:
     return next(pages, None) is not None
 
 
-def lookup(kube: Kube, namespace: str, wanted: dict[str, list[str]]) -> dict[str, Verdict]:
-    """Verdicts earlier runs stored for `wanted` (verdict key -> item ids). Returns item id -> verdict."""
+def lookup(
+    kube: Kube, namespace: str, wanted: dict[str, list[str]], report: Report | None = None
+) -> dict[str, Verdict]:
+    """Verdicts earlier runs stored for `wanted` (verdict key -> item ids). Returns item id -> verdict.
+
+    `report` hears of every ConfigMap ignored because the run it claims does not list it (with that run,
+    when it exists).
+    """
     refs: dict[str, dict[str, list[str]]] = {}  # run -> record key -> verdict keys
+    runs: dict[str, dict[str, Any] | None] = {}
+
+    def run_of(name: str) -> dict[str, Any] | None:
+        if name not in runs:
+            try:
+                runs[name] = kube.get(RUNS, namespace, name)
+            except NotFound:
+                runs[name] = None
+        return runs[name]
+
+    def ours(cm: dict[str, Any], run_name: str, status_field: str) -> bool:
+        run = run_of(run_name) if run_name else None
+        if run is not None and trusted(cm, listed_shards(run, status_field), run["metadata"]["uid"]):
+            return True
+        if report is not None:
+            report(f"ConfigMap {cm['metadata']['name']} claims to be {status_field[:-10]} of run {run_name or '?'}, "
+                   f"which does not list it in status.{status_field}: ignored", run)  # fmt: skip
+        return False
+
     for cm in kube.pages(CONFIG_MAPS, namespace, selector=component_selector(COMPONENT_VERDICTS), limit=20):
         run = (cm["metadata"].get("labels") or {}).get(LABEL_RUN, "")
-        for key, where in (cm.get("data") or {}).items():
-            if key in wanted and run:
-                refs.setdefault(run, {}).setdefault(where, []).append(key)
+        hits = [(key, where) for key, where in (cm.get("data") or {}).items() if key in wanted]
+        if not hits or not ours(cm, run, "verdictConfigMaps"):
+            continue
+        for key, where in hits:
+            refs.setdefault(run, {}).setdefault(where, []).append(key)
     found: dict[str, Verdict] = {}
     for run, records in refs.items():
         for cm in kube.pages(CONFIG_MAPS, namespace, selector=run_selector(run, COMPONENT_RESULTS), limit=1):
+            if not ours(cm, run, "resultConfigMaps"):
+                continue
             for where, value in (cm.get("data") or {}).items():
                 if where not in records:
                     continue
@@ -144,6 +178,7 @@ class RunVerdicts:
     items: Callable[[], Iterable[ManifestItem]] | None = None
     reuse: dict[str, Verdict] | None = None  # item id -> an earlier run's verdict; None until looked up
     pending: dict[str, str] = field(default_factory=dict)  # verdict key -> record key, written after the records
+    report: Report | None = None  # hears of untrusted ConfigMaps the lookup ignored
 
     def key(self, task: GradeTask, image_id: str) -> str:
         grader = self.manifest.grader.model_copy(update={"image_id": image_id})
@@ -166,7 +201,7 @@ class RunVerdicts:
             for item in self._items():
                 if item.task is not None and item.needs_grader and item.item_id not in done:
                     wanted.setdefault(self.key(item.task, self.image_id), []).append(item.item_id)
-        self.reuse = lookup(self.kube, self.namespace, wanted) if wanted else {}
+        self.reuse = lookup(self.kube, self.namespace, wanted, self.report) if wanted else {}
         log.info("verdict cache: %d of %d items not done found in earlier runs", len(self.reuse), len(wanted))
         return True
 
@@ -197,6 +232,10 @@ class RunVerdicts:
         if record.grader.status == "infra_error" or fit_record(record) != json_line(record):
             return
         self.pending[self.key(task, image_id)] = record_key(record.item_id)
+
+    def index_summary(self) -> dict[str, Any]:
+        """The run's index shards, for its status (readers of the cache trust only those)."""
+        return {"verdictConfigMaps": [name for name, _ in self.index.shards]} if self.index.shards else {}
 
     def flush(self) -> None:
         """Write the noted index entries (after their records are stored)."""

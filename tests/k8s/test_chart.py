@@ -181,3 +181,33 @@ def test_helm_renders_kept_restricted_run_namespaces_and_refuses_the_release_nam
     brought = helm_template("wpbench", "namespaces.runs={wpbench}", "namespaces.create=false")
     assert brought.returncode == 0, brought.stderr
     assert "kind: Namespace" not in brought.stdout
+
+
+def test_submitters_get_no_verb_that_writes_trusted_state_and_the_policies_bind_the_run_namespaces():
+    res = helm_template(
+        "wpbench-system", "namespaces.runs={team-a,team-b}", "trustedSuites.wpk-core-v1=sha256:" + "a" * 64
+    )
+    assert res.returncode == 0, res.stderr
+    docs = [d for d in yaml.safe_load_all(res.stdout) if d]
+    submitters = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-submitter")]
+    assert {d["metadata"]["namespace"] for d in submitters} == {"team-a", "team-b"}
+    for role in submitters:
+        for rule in role["rules"]:
+            assert "wpbenchruns/status" not in rule["resources"]  # status is the controller's alone
+            assert "override" not in rule["verbs"]
+            if "configmaps" in rule["resources"]:
+                assert set(rule["verbs"]) == {"get", "list", "create"}  # the payload; never patch/update/delete
+            assert not {"jobs", "secrets", "events"} & set(rule["resources"])
+    policies = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
+    bindings = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"]
+    assert len(policies) == 2 and {b["spec"]["policyName"] for b in bindings} == set(policies)
+    for binding in bindings:
+        (selector,) = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+        assert selector["values"] == ["team-a", "team-b"] and binding["spec"]["validationActions"] == ["Deny"]
+    controller = "system:serviceaccount:wpbench-system:rel-wpbench-k8s"
+    for policy in policies.values():
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        assert controller in json.dumps(policy["spec"]["variables"])
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert json.loads(env["WPBENCH_TRUSTED_SUITES"]) == {"wpk-core-v1": "sha256:" + "a" * 64}

@@ -40,10 +40,10 @@ def grader_logs(cluster: Cluster, run_name: str, test_id: str, model: str | None
         yield LogSection(f"==> pod {name} ({(pod.get('status') or {}).get('phase')}) <==", text)
     if pods:
         return
-    stored = [r for r in read_records(cluster.kube, cluster.namespace, run_name)
+    run = cluster.run(run_name)  # a clear error when the run itself is missing
+    stored = [r for r in read_records(cluster.kube, cluster.namespace, run)
               if r.test_id == test_id and (model is None or r.model == model)]  # fmt: skip
     if not stored:
-        cluster.run(run_name)  # a clear error when the run itself is missing
         raise ClusterError(f"no pod and no stored result for test {test_id} in run {run_name}")
     for record in stored:
         grader = record.grader

@@ -41,7 +41,7 @@ def requeue(cluster: Cluster, name: str) -> Requeued:
     if phase not in crd.TERMINAL_PHASES or asked > int(status.get("requeued") or 0):
         raise InputError(f"requeue {name}: run {where} is {phase}; requeue a finished run "
                          f"(follow it with: wpbench-k8s status {name} --watch)")  # fmt: skip
-    stored = list(read_records(cluster.kube, cluster.namespace, name))
+    stored = list(read_records(cluster.kube, cluster.namespace, run))
     total = int(status.get("total") or run["spec"].get("items") or 0)
     found = Requeued(sum(r.grader.status == "infra_error" for r in stored), max(0, total - len(stored)))
     if found.nothing:

@@ -30,8 +30,10 @@ def load_manifest(cluster: Cluster, run: dict[str, Any]) -> RunManifest:
         except KubeError as exc:
             raise api_error(exc, f"payload ConfigMap {name}") from exc
         chunks.append(cm.get("data") or {})
+    # The digest the controller accepted (status, the controller's alone) wins over the spec's.
+    digest = (run.get("status") or {}).get("manifestDigest") or run["spec"]["manifestDigest"]
     try:
-        return join_manifest(chunks, run["spec"]["manifestDigest"]).manifest
+        return join_manifest(chunks, digest).manifest
     except PayloadError as exc:
         raise ClusterError(f"run {run['metadata']['name']}: {exc}") from exc
 
@@ -44,6 +46,17 @@ class Fetched:
     records_path: Path  # OUTPUT, or OUTPUT.partial for an unfinished run
     summary_path: Path | None = None  # only for a finished run
     report_path: Path | None = None  # only when asked for and the run finished
+    warnings: tuple[str, ...] = ()  # ConfigMaps that claimed to hold the run's results and were ignored
+    suite: str = ""  # what the controller says about the suite graded (`suite_line`)
+
+
+def suite_line(status: dict[str, Any]) -> str:
+    """The suite the controller verified, its digest, and whether a cluster admin pinned it."""
+    if not status.get("suiteDigest"):
+        return "suite: not verified by the controller (it predates verified suites, or the run was refused)"
+    pinned = ("verified: pinned by the cluster admin (trustedSuites)" if status.get("suiteVerified")
+              else "not verified: no cluster admin pinned this suite with this digest (trustedSuites)")  # fmt: skip
+    return f"suite {status.get('suite', '')} {status['suiteDigest']}: {pinned}"
 
 
 def fetch_results(cluster: Cluster, name: str, output: Path, *, report: bool, console: Console) -> Fetched:
@@ -58,14 +71,20 @@ def fetch_results(cluster: Cluster, name: str, output: Path, *, report: bool, co
     run = cluster.run(name)
     manifest = load_manifest(cluster, run)
     rank = {item.item_id: i for i, item in enumerate(manifest.items)}
-    records = sorted(read_records(cluster.kube, cluster.namespace, name), key=lambda r: rank.get(r.item_id, len(rank)))
+    ignored: list[str] = []
+    stored = read_records(cluster.kube, cluster.namespace, run, ignored)
+    records = sorted(stored, key=lambda r: rank.get(r.item_id, len(rank)))
+    warnings = tuple(f"ignored ConfigMap {n}: it claims to hold results of run {name}, but the controller never "
+                     "listed it (status.resultConfigMaps); someone other than the controller wrote it"
+                     for n in ignored)  # fmt: skip
     status = run.get("status") or {}
+    suite = suite_line(status)
     phase = status.get("phase", "Pending")
     complete = phase == "Succeeded" and len(records) == len(manifest.items)
     target = output if complete else output.with_name(output.name + ".partial")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("".join(json_line(r) + "\n" for r in records), encoding="utf-8")
-    fetched = Fetched(phase, len(records), len(manifest.items), target)
+    fetched = Fetched(phase, len(records), len(manifest.items), target, warnings=warnings, suite=suite)
     if not complete:
         return fetched
     extra = mode_sections(manifest, records, console)
@@ -79,7 +98,10 @@ def fetch_results(cluster: Cluster, name: str, output: Path, *, report: bool, co
         "enabled": run["spec"].get("cache", True) is not False and manifest.mode in CACHED_MODES,
         "cached_records": sum(r.cached for r in records),
     }
+    if status.get("suiteDigest"):  # as the controller recomputed it from what it graded
+        summary["metadata"]["suite_digest"] = status["suiteDigest"]
+        summary["metadata"]["suite_verified"] = bool(status.get("suiteVerified"))
     summary_path = output.with_suffix(".json")
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     report_path = write_run_report(manifest, summary_path, target) if report else None
-    return Fetched(phase, len(records), len(manifest.items), target, summary_path, report_path)
+    return Fetched(phase, len(records), len(manifest.items), target, summary_path, report_path, warnings, suite)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING
 
@@ -45,8 +46,27 @@ def dry_run_text(manifest: RunManifest, settings: RunSettings) -> str:
     )
 
 
-def submit(cluster: Cluster, manifest: RunManifest, settings: RunSettings) -> str:
+def whoami(cluster: Cluster) -> str:
+    """The user name the API server knows this client by (a SelfSubjectReview, which every user may create).
+
+    Raises:
+        ClusterError: the API server refused (names the request).
+    """
+    from wpbench_k8s.kube.client import SELF_SUBJECT_REVIEWS, KubeError
+
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    try:
+        review = cluster.kube.create(SELF_SUBJECT_REVIEWS, None, body)
+    except KubeError as exc:
+        raise api_error(exc, "create selfsubjectreview (who am I)") from exc
+    return str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "")
+
+
+def submit(cluster: Cluster, manifest: RunManifest, settings: RunSettings, suite_table: str = "") -> str:
     """Create the run, then its payload ConfigMaps owned by it (the controller waits for all of them).
+
+    The run names its submitter (`whoami`) and the suite digest it declares; the payload carries
+    `suite_table` (`verified.SuiteTable` JSON), from which the controller recomputes that digest.
 
     Returns:
         The run's name.
@@ -56,9 +76,10 @@ def submit(cluster: Cluster, manifest: RunManifest, settings: RunSettings) -> st
     from wpbench_k8s.kube.client import CONFIG_MAPS, RUNS, KubeError, to_dict
     from wpbench_k8s.kube.objects import owner_reference, payload_config_maps, run_object
 
-    maps = payload_config_maps(manifest, settings, None)
+    maps = payload_config_maps(manifest, settings, None, suite_table)
     names = [m.metadata.name for m in maps if m.metadata and m.metadata.name]
-    body = run_object(manifest, settings, names)
+    digest = str(json.loads(suite_table)["digest"]) if suite_table else ""
+    body = run_object(manifest, settings, names, submitted_by=whoami(cluster), suite_digest=digest)
     try:
         created = cluster.kube.create(RUNS, settings.namespace, body)
     except KubeError as exc:

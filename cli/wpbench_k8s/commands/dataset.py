@@ -102,3 +102,19 @@ def export_command(path: Path, output: Path, suite: str | None) -> None:
 
 
 commands = [dataset_group]
+
+
+@dataset_group.command("digest")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option("--suite", help="Suite name inside a folder of suites or a multi-suite JSONL.")
+def digest_command(path: Path, suite: str | None) -> None:
+    """Print a suite's name and digest, as the controller recomputes it from a run's payload.
+
+    A cluster admin pins trusted suites with it (chart value trustedSuites: NAME: DIGEST); runs grading a
+    pinned suite with that digest report suite_verified: true. The digest covers every test of the suite
+    (its checks and answer keys), not the file layout.
+    """
+    from wpbench_k8s.verified import suite_table
+
+    table = suite_table(load_suite(path, suite))
+    click.echo(f"{table.suite} {table.digest}")

@@ -58,8 +58,12 @@ def results_command(**params: Any) -> None:
     paths = {"records_path": str(got.records_path.resolve()),
              "summary_path": str(got.summary_path.resolve()) if got.summary_path else None,
              "report_path": str(got.report_path.resolve()) if got.report_path else None}  # fmt: skip
+    for warning in got.warnings:  # ConfigMaps that claimed to hold the run's results: never read
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(got.suite, err=True)
     if flags.output_format:
-        doc = {"run": flags.run_name, "phase": got.phase, "records": got.records, "items": got.items, **paths}
+        doc = {"run": flags.run_name, "phase": got.phase, "records": got.records, "items": got.items, **paths,
+               "suite": got.suite, "warnings": list(got.warnings)}  # fmt: skip
         emit(doc, flags.output_format)
         return
     if got.summary_path is None:

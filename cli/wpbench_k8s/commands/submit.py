@@ -135,7 +135,11 @@ def submit_run(flags: SubmitFlags) -> str:
                            workload_priority=flags.workload_priority_class or "", placement=placement)  # fmt: skip
     if cluster is None:
         return dry_run_text(manifest, settings)
-    return submit(cluster, manifest, settings) + "\n"
+    from wpbench_k8s.pipeline import load_run_suite
+    from wpbench_k8s.verified import suite_table
+
+    table = suite_table(load_run_suite(config)).model_dump_json()
+    return submit(cluster, manifest, settings, table) + "\n"
 
 
 commands = [submit_command]

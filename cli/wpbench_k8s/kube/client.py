@@ -100,6 +100,7 @@ EVENTS = Kind("v1", "events")
 NAMESPACES = Kind("v1", "namespaces", namespaced=False)
 JOBS = Kind("batch/v1", "jobs")
 NETWORK_POLICIES = Kind("networking.k8s.io/v1", "networkpolicies")
+SELF_SUBJECT_REVIEWS = Kind("authentication.k8s.io/v1", "selfsubjectreviews", namespaced=False)
 RUNS = Kind("wpbench-k8s.org/v1alpha1", "wpbenchruns")  # kept equal to crd.API_VERSION by a test
 
 

@@ -78,6 +78,11 @@ SPEC_SCHEMA: dict[str, Any] = {
         "maxInFlight": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Grader Jobs at once."},
         "infraRetries": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Infra retries per item."},
         "graderImage": {**_STR, "description": "Informational: the manifest's grader image."},
+        "suiteDigest": {
+            **_STR,
+            "description": "The suite digest the run declares; the controller recomputes it from the payload and "
+            "refuses the run when it differs (wpbench_k8s.verified).",
+        },
         "cancel": {"type": "boolean", "description": "Set by `wpbench-k8s cancel`: stop and delete running Jobs."},
         "cache": {
             "type": "boolean",
@@ -121,7 +126,27 @@ STATUS_SCHEMA: dict[str, Any] = {
         "cached": {**_INT, "description": "Records whose verdict was reused from an earlier run (not graded)."},
         "requeued": {**_INT, "description": "The last spec.requeue the controller acted on."},
         "graderImageID": {**_STR, "description": "The grader image id the kubelet reported (probe or grader pod)."},
-        "resultConfigMaps": {"type": "array", "items": _STR},
+        "resultConfigMaps": {
+            "type": "array",
+            "items": _STR,
+            "description": "The run's result shards, each listed before the controller creates it: readers trust "
+            "no other ConfigMap.",
+        },
+        "verdictConfigMaps": {"type": "array", "items": _STR, "description": "The run's verdict-index shards."},
+        "generatedConfigMaps": {"type": "array", "items": _STR, "description": "The run's generated candidates."},
+        "manifestDigest": {**_STR, "description": "The manifest digest the controller accepted and grades."},
+        "suite": _STR,
+        "suiteDigest": {**_STR, "description": "The suite digest the controller recomputed from the payload."},
+        "suiteVerified": {
+            "type": "boolean",
+            "description": "Whether a cluster admin pinned this suite with this digest (chart value trustedSuites).",
+        },
+        "ignored": {
+            "type": "array",
+            "items": _STR,
+            "description": "ConfigMaps that claimed to be this run's stored state without being listed by the "
+            "controller: ignored (each also an Event on the run).",
+        },
         "startTime": {"type": "string", "format": "date-time"},
         "completionTime": {"type": "string", "format": "date-time"},
         "conditions": {

@@ -21,6 +21,8 @@ ANNOTATION_ITEM_ID = f"{GROUP}/item-id"
 ANNOTATION_TEST_ID = f"{GROUP}/test-id"
 ANNOTATION_MODEL = f"{GROUP}/model"
 ANNOTATION_ATTEMPT_REASON = f"{GROUP}/previous-attempt"  # why the attempt before this one was retried
+# On a run: the user who submitted it, as the API server names them (the runs admission policy checks it).
+ANNOTATION_SUBMITTED_BY = f"{GROUP}/submitted-by"
 MANAGED_BY = "wpbench-k8s"
 COMPONENT_GRADER = "grader"
 COMPONENT_RUN = "run"

@@ -19,6 +19,7 @@ from wpbench_k8s.kube.names import (
     ANNOTATION_ATTEMPT_REASON,
     ANNOTATION_ITEM_ID,
     ANNOTATION_MODEL,
+    ANNOTATION_SUBMITTED_BY,
     ANNOTATION_TEST_ID,
     COMPONENT_GENERATED,
     COMPONENT_NETWORK_POLICY,
@@ -31,7 +32,7 @@ from wpbench_k8s.kube.names import (
     pod_selector,
     run_labels,
 )
-from wpbench_k8s.kube.payload import item_key, payload_name, split_manifest, task_data_key
+from wpbench_k8s.kube.payload import SUITE_KEY, item_key, payload_name, split_manifest, task_data_key
 from wpbench_k8s.kube.placement import NO_EVICTION_ANNOTATIONS, PRIORITY_LABEL, QUEUE_LABEL, Placement
 from wpbench_k8s.manifest import GraderSpec, ManifestItem, RunManifest
 from wpbench_k8s.outcome import INFRA_RETRIES
@@ -222,8 +223,19 @@ def build_grader_job(
     )
 
 
-def run_object(manifest: RunManifest, settings: RunSettings, payload_maps: list[str]) -> dict[str, Any]:
-    """The WPBenchRun custom resource `submit` creates."""
+def run_object(
+    manifest: RunManifest,
+    settings: RunSettings,
+    payload_maps: list[str],
+    *,
+    submitted_by: str = "",
+    suite_digest: str = "",
+) -> dict[str, Any]:
+    """The WPBenchRun custom resource `submit` creates.
+
+    `submitted_by` is the user the API server knows the submitter as (the runs admission policy checks it and
+    lets only that user change or delete the run); `suite_digest` the suite digest the run declares.
+    """
     spec: dict[str, Any] = {
         "runId": manifest.run_id,
         "manifestDigest": manifest.digest(),
@@ -242,22 +254,34 @@ def run_object(manifest: RunManifest, settings: RunSettings, payload_maps: list[
         spec["workloadPriorityClass"] = settings.workload_priority
     if settings.placement.spec():
         spec["placement"] = settings.placement.spec()
+    if suite_digest:
+        spec["suiteDigest"] = suite_digest
+    metadata: dict[str, Any] = {
+        "name": settings.name,
+        "namespace": settings.namespace,
+        "labels": run_labels(settings.name, COMPONENT_RUN),
+    }
+    if submitted_by:
+        metadata["annotations"] = {ANNOTATION_SUBMITTED_BY: submitted_by}
     return {
         "apiVersion": crd.API_VERSION,
         "kind": crd.KIND,
-        "metadata": {
-            "name": settings.name,
-            "namespace": settings.namespace,
-            "labels": run_labels(settings.name, COMPONENT_RUN),
-        },
+        "metadata": metadata,
         "spec": spec,
     }
 
 
 def config_map(
-    name: str, namespace: str, labels: dict[str, str], data: dict[str, str], owner: k8s.V1OwnerReference | None
+    name: str,
+    namespace: str,
+    labels: dict[str, str],
+    data: dict[str, str],
+    owner: k8s.V1OwnerReference | None,
+    *,
+    immutable: bool | None = None,
 ) -> k8s.V1ConfigMap:
     return k8s.V1ConfigMap(
+        immutable=immutable,
         api_version="v1",
         kind="ConfigMap",
         metadata=k8s.V1ObjectMeta(
@@ -268,13 +292,18 @@ def config_map(
 
 
 def payload_config_maps(
-    manifest: RunManifest, settings: RunSettings, owner: k8s.V1OwnerReference | None
+    manifest: RunManifest, settings: RunSettings, owner: k8s.V1OwnerReference | None, suite_table: str = ""
 ) -> list[k8s.V1ConfigMap]:
-    """The manifest in ConfigMaps under the object size limit (see `payload.split_manifest`)."""
+    """The manifest in ConfigMaps under the object size limit (see `payload.split_manifest`), immutable: once
+    created no one can change what they hold (the controller refuses a payload that is not). `suite_table`
+    (`verified.SuiteTable` JSON) goes into chunk 0 beside the manifest header."""
     labels = run_labels(settings.name, COMPONENT_PAYLOAD)
+    chunks = split_manifest(manifest, settings.name)
+    if suite_table:
+        chunks[0][SUITE_KEY] = suite_table
     return [
-        config_map(payload_name(settings.name, i), settings.namespace, labels, data, owner)
-        for i, data in enumerate(split_manifest(manifest, settings.name))
+        config_map(payload_name(settings.name, i), settings.namespace, labels, data, owner, immutable=True)
+        for i, data in enumerate(chunks)
     ]
 
 

@@ -26,6 +26,7 @@ CHUNK_BUDGET = 900 * 1024
 HEADER_KEY = "manifest.json"
 INDEX_KEY = "index.json"
 CHUNK_INDEX_KEY = "items.json"  # [[item_id, key], ...] of the items in this chunk, in manifest order
+SUITE_KEY = "suite.json"  # chunk 0: the suite table the run declares (`wpbench_k8s.verified`), outside the digest
 
 
 class PayloadError(Exception):

@@ -3,13 +3,19 @@
 The collector appends a batch of records with one write (a patch adding keys to the newest shard,
 or a new shard when it would pass the size budget). A key is the item's, so writing the same record
 twice never duplicates it: a restarted controller can always re-collect safely.
+
+Who wrote a shard: the controller lists every shard in the run's status (`status.resultConfigMaps`, ...)
+before it creates it, and only the controller may write the status subresource. Readers (the controller
+after a restart, the verdict cache, `wpbench-k8s results`) take only listed shards; a ConfigMap that
+carries a shard's labels or name without being listed is ignored and reported. (The chart's store
+admission policy refuses such ConfigMaps from anyone but the controller in the first place.)
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,6 +85,8 @@ class Shards:
     """ConfigMaps `<run>-<component>-N` owned by the run, filled in order under the size budget.
 
     Keys are never rewritten with other content, so a write repeated after a crash changes nothing.
+    `listed`: the shard names the run's status lists (None: every shard found, for tests); `announce`
+    lists a new shard's name (all names, in order) before the shard is created.
     """
 
     kube: Kube
@@ -89,6 +97,9 @@ class Shards:
     budget: int = CHUNK_BUDGET
     shards: list[tuple[str, int]] = field(default_factory=list)  # (name, bytes) in order
     where: dict[str, str] = field(default_factory=dict)  # key -> shard name
+    listed: Collection[str] | None = None
+    announce: Callable[[list[str]], None] | None = None
+    ignored: list[str] = field(default_factory=list)  # found by selector, not listed: never read
 
     @property
     def selector(self) -> str:
@@ -104,8 +115,12 @@ class Shards:
         """
         found: list[tuple[int, str, int]] = []
         self.where.clear()
+        self.ignored.clear()
         for cm in self.kube.pages(CONFIG_MAPS, self.namespace, selector=self.selector, limit=1):
             name = cm["metadata"]["name"]
+            if not trusted(cm, self.listed, self.run_uid):
+                self.ignored.append(name)
+                continue
             data: dict[str, str] = cm.get("data") or {}
             found.append((_shard_index(cm), name, sum(len(k) + len(v.encode()) for k, v in data.items())))
             for key, value in data.items():
@@ -156,6 +171,10 @@ class Shards:
 
     def _new_shard(self) -> None:
         name = self.shard_name(len(self.shards))
+        if self.announce is not None:  # listed first: a shard that exists unlisted was never ours
+            names = [n for n, _ in self.shards]
+            self.announce([*names, name])
+            self.listed = [*(self.listed or []), name]
         owner = owner_reference(self.run_name, self.run_uid)
         cm = config_map(name, self.namespace, run_labels(self.run_name, self.component), {}, owner)
         self.kube.ensure(CONFIG_MAPS, self.namespace, to_dict(cm))  # 409: a previous life of this controller made it
@@ -173,8 +192,18 @@ class ResultStore:
     """The records of one run: what is done, and the counts for its status (kept as records arrive,
     so a pass costs nothing per stored record)."""
 
-    def __init__(self, kube: Kube, namespace: str, run_name: str, run_uid: str) -> None:
-        self.shards = Shards(kube, namespace, run_name, run_uid, COMPONENT_RESULTS)
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        run_name: str,
+        run_uid: str,
+        listed: Collection[str] | None = None,
+        announce: Callable[[list[str]], None] | None = None,
+        stamp: dict[str, Any] | None = None,
+    ) -> None:
+        self.shards = Shards(kube, namespace, run_name, run_uid, COMPONENT_RESULTS, listed=listed, announce=announce)
+        self.stamp = stamp or {}  # fields every record stored gets (the suite as the controller verified it)
         self.tallies: dict[str, Tally] = {}  # item_id -> tally
         self.first_failure: str | None = None  # the first item stored with an error or infra_error
         self._counts: Counter[str] = Counter()
@@ -220,7 +249,8 @@ class ResultStore:
 
     def append(self, records: Iterable[Record]) -> int:
         """Store records durably before anything else happens to their Jobs. Returns API writes."""
-        fresh = {r.item_id: r for r in records if r.item_id not in self.tallies}
+        fresh = {r.item_id: r.model_copy(update=self.stamp) if self.stamp else r
+                 for r in records if r.item_id not in self.tallies}  # fmt: skip
         writes, _ = self.shards.put({record_key(i): fit_record(r) for i, r in fresh.items()})
         for item_id, record in fresh.items():
             self._add(item_id, Tally.of(record))
@@ -246,13 +276,32 @@ def _shard_index(cm: dict[str, Any]) -> int:
     return int(cm["metadata"]["name"].rsplit("-", 1)[1])
 
 
-def read_records(kube: Kube, namespace: str, run_name: str) -> Iterator[Record]:
-    """Every stored record of a run, one per item (the one reader of stored results).
+def trusted(cm: dict[str, Any], listed: Collection[str] | None, run_uid: str | None) -> bool:
+    """Whether a shard found by its labels is the run's: listed in the run's status and owned by the run."""
+    if listed is None:
+        return True
+    owners = {o.get("uid") for o in cm["metadata"].get("ownerReferences") or []}
+    return cm["metadata"]["name"] in listed and (run_uid is None or run_uid in owners)
+
+
+def listed_shards(run: dict[str, Any], status_field: str = "resultConfigMaps") -> list[str]:
+    """The shards the controller listed in the run's status (the only ones readers take)."""
+    return list((run.get("status") or {}).get(status_field) or [])
+
+
+def read_records(kube: Kube, namespace: str, run: dict[str, Any], ignored: list[str] | None = None) -> Iterator[Record]:
+    """Every stored record of a run, one per item (the one reader of stored results), from the shards its
+    status lists; the names of ConfigMaps that claim to be its shards without being listed go to `ignored`.
 
     Records stream: one shard (under 1 MiB) is held at a time, in the API server's order.
     """
     seen: set[str] = set()
+    run_name, uid, listed = run["metadata"]["name"], run["metadata"].get("uid"), listed_shards(run)
     for cm in kube.pages(CONFIG_MAPS, namespace, selector=run_selector(run_name, COMPONENT_RESULTS), limit=1):
+        if not trusted(cm, listed, uid):
+            if ignored is not None:
+                ignored.append(cm["metadata"]["name"])
+            continue
         for value in (cm.get("data") or {}).values():
             record = Record.model_validate(json.loads(value))
             if record.item_id not in seen:
