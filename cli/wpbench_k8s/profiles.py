@@ -11,7 +11,7 @@ records its profile in the manifest and the summary metadata.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 ProfileName = Literal["upstream", "upstream-v2", "wpbench"]
@@ -41,29 +41,21 @@ class Profile:
     reproduces: str  # what metadata.profile_reproduces says ("" for ours: the package version)
 
 
+_UPSTREAM_V3 = Profile(
+    name="upstream",
+    default_temperature=0.0,
+    default_request_timeout=300.0,
+    strict_extraction=True,
+    php_issues_fail=True,
+    selection="category_round_robin_per_type",
+    full_prompt_hash=True,
+    scoring="3.0",
+    reproduces=UPSTREAM_V3,
+)
 PROFILES: dict[ProfileName, Profile] = {
-    "upstream": Profile(
-        name="upstream",
-        default_temperature=0.0,
-        default_request_timeout=300.0,
-        strict_extraction=True,
-        php_issues_fail=True,
-        selection="category_round_robin_per_type",
-        full_prompt_hash=True,
-        scoring="3.0",
-        reproduces=UPSTREAM_V3,
-    ),
-    "upstream-v2": Profile(
-        name="upstream-v2",
-        default_temperature=0.0,
-        default_request_timeout=300.0,
-        strict_extraction=True,
-        php_issues_fail=True,
-        selection="category_round_robin_per_type",
-        full_prompt_hash=True,
-        scoring="2.0",
-        reproduces=UPSTREAM_V2,
-    ),
+    "upstream": _UPSTREAM_V3,
+    # the earlier version differs only in its summary rules (knowledge counted beside execution)
+    "upstream-v2": replace(_UPSTREAM_V3, name="upstream-v2", scoring="2.0", reproduces=UPSTREAM_V2),
     "wpbench": Profile(
         name="wpbench",
         default_temperature=None,
