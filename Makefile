@@ -39,7 +39,7 @@ demo: setup runtime-image
 	@echo "  wpbench-k8s run --model-name gpt-4o --limit 20 --report # a model (needs OPENAI_API_KEY)"
 
 # The Kubernetes tests run against the real local cluster: it is started (or reused) first.
-# KUEUE=1 also installs Kueue (mk/cluster.mk) and makes its tests required rather than skipped.
+# With KUEUE=1 (the default, mk/cluster.mk) Kueue is installed and its tests are required; KUEUE=0 skips them.
 test: setup runtime-image controller-image browser kwok cluster-up
 	WPBENCH_KUEUE=$(KUEUE) $(BIN)/pytest -q --durations=25
 
