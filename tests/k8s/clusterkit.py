@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +29,7 @@ CACHE = Path(os.environ.get("WPBENCH_CACHE", "/var/cache/wpbench"))
 BIN = CACHE / "k8s" / "v1.37.2" / "bin"
 GATEWAY = "10.244.0.1"  # the pod bridge's gateway: the node, and the only host address pods can reach
 TEST_LABEL = "wpbench-k8s.org/test"
+OWNER_ANNOTATION = "wpbench-k8s.org/test-owner"
 CONTROLLER_IMAGE = os.environ.get("WPBENCH_CONTROLLER_IMAGE", "wpbench-controller:dev")
 GRADER_IMAGE = os.environ.get("WPBENCH_IMAGE", "wpbench-grader:dev")
 K8S_SCHEMA_VERSION = "1.37.0"  # kubernetes-validate's schema of the cluster's Kubernetes
@@ -305,7 +307,7 @@ class Space:
             if (run.get("status") or {}).get("phase") in phases:
                 return run
             time.sleep(0.5)
-        raise AssertionError(f"run {name} not finished in {timeout}s: {run.get('status')}\n{self.controller_log()}")
+        raise AssertionError(f"run {name} not finished in {timeout}s: {run.get('status')}\n{self.snapshot()}")
 
     def wait_for(self, predicate: Any, timeout: float = 120, what: str = "condition") -> Any:
         end = time.monotonic() + timeout
@@ -314,14 +316,72 @@ class Space:
             if value:
                 return value
             time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}")
+        raise AssertionError(f"timed out waiting for {what}\n{self.snapshot()}")
+
+    def snapshot(self) -> str:
+        """What a person debugging a timeout asks first: the runs' status, every pod and Job of the namespace,
+        the node's pods and requests, recent Events and the controller's log (CI keeps only the output)."""
+        parts = []
+        for args in (
+            ("get", "wpbenchruns,jobs,pods", "-n", self.namespace, "-o", "wide"),
+            ("get", "wpbenchruns", "-n", self.namespace, "-o", "jsonpath={range .items[*]}{.status}{'\\n'}{end}"),
+            ("get", "events", "-n", self.namespace, "--sort-by=.lastTimestamp"),
+            ("get", "pods", "-A", "-o", "wide"),
+            ("describe", "nodes"),
+        ):
+            res = self.cluster.kubectl(*args, check=False)
+            parts.append(f"$ kubectl {' '.join(args)}\n{(res.stdout + res.stderr)[-6000:]}")
+        if self.release:
+            parts.append(f"controller log:\n{self.controller_log()}")
+        return "\n".join(parts)
+
+
+def _boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def owner_tag() -> str:
+    """Who made a test namespace: this host, this boot, this process (a sweep later knows if it is gone)."""
+    return f"{socket.gethostname()}/{_boot_id()}/{os.getpid()}"
+
+
+def _owner_gone(owner: str) -> bool:
+    host, _, rest = owner.partition("/")
+    boot, _, pid = rest.partition("/")
+    if host != socket.gethostname():
+        return False  # another machine's tests share this cluster: not ours to judge
+    if boot != _boot_id() or not pid.isdigit():
+        return True
+    return not Path(f"/proc/{pid}").exists()
+
+
+def sweep_abandoned_spaces(cluster: Cluster, legacy_age_seconds: float = 2 * 3600) -> list[str]:
+    """Delete the test namespaces (and their releases) whose test process is gone: a killed pytest leaves
+    controllers and graders behind that hold the node's CPU requests and starve later tests' graders.
+    Namespaces from before owners were written go once older than `legacy_age_seconds`."""
+    swept = []
+    now = time.time()
+    for ns in cluster.core.list_namespace(label_selector=f"{TEST_LABEL}=true").items:
+        meta = ns.metadata
+        if meta.deletion_timestamp:
+            continue
+        owner = (meta.annotations or {}).get(OWNER_ANNOTATION)
+        age = now - meta.creation_timestamp.timestamp()
+        if (owner is None and age < legacy_age_seconds) or (owner is not None and not _owner_gone(owner)):
+            continue
+        listed = cluster.helm("list", "-n", meta.name, "-q", check=False).stdout.split()
+        for release in listed:
+            cluster.helm("uninstall", release, "--namespace", meta.name, "--wait", check=False)
+        cluster.kubectl("delete", "namespace", meta.name, "--wait=false", check=False)
+        swept.append(meta.name)
+    return swept
 
 
 def new_space(cluster: Cluster, tmp: Path, test_name: str) -> Space:
     namespace = f"t-{uuid.uuid4().hex[:10]}"
     cluster.core.create_namespace(
         {"metadata": {"name": namespace, "labels": {**PSA, TEST_LABEL: "true"},
-                      "annotations": {TEST_LABEL: test_name[:200]}}}
+                      "annotations": {TEST_LABEL: test_name[:200], OWNER_ANNOTATION: owner_tag()}}}
     )  # fmt: skip
     kc = yaml.safe_load(cluster.kubeconfig.read_text())
     for ctx in kc["contexts"]:

@@ -18,6 +18,7 @@ from clusterkit import (
     ensure_crd_fields,
     ensure_node_image,
     new_space,
+    sweep_abandoned_spaces,
 )
 
 
@@ -40,6 +41,9 @@ def kube() -> Cluster:
         ensure_node_image(image)
     cluster = Cluster(ADMIN_KUBECONFIG)
     ensure_crd_fields(cluster)
+    swept = sweep_abandoned_spaces(cluster)
+    if swept:
+        print(f"\nremoved {len(swept)} test namespace(s) a killed test run left behind: {', '.join(swept)}")
     return cluster
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from clusterkit import PSA, REPO, TEST_LABEL, Space, ensure_crd_fields, records
+from clusterkit import OWNER_ANNOTATION, PSA, REPO, TEST_LABEL, Space, ensure_crd_fields, owner_tag, records
 from kubernetes import client as k8s
 from kubernetes import config
 from kubernetes.client.exceptions import ApiException
@@ -268,7 +268,15 @@ def test_two_namespaces_two_submitters_reach_nothing_of_each_other(
     monkeypatch.setenv("WPBENCH_NO_CACHE", "0")  # the cache on: what the other namespace stored is never reused
     ns1 = space.namespace
     ns2 = f"{ns1}-b"
-    space.cluster.core.create_namespace({"metadata": {"name": ns2, "labels": {**PSA, TEST_LABEL: "true"}}})
+    space.cluster.core.create_namespace(
+        {
+            "metadata": {
+                "name": ns2,
+                "labels": {**PSA, TEST_LABEL: "true"},
+                "annotations": {OWNER_ANNOTATION: owner_tag()},
+            }
+        }
+    )
     try:
         space.install_controller(f"namespaces.runs={{{ns1},{ns2}}}")
         ensure_crd_fields(space.cluster)
