@@ -58,6 +58,7 @@ bench: setup runtime-image
 
 schema: setup
 	$(PY) -m wpbench_runtime.schema
+	$(PY) -m wpbench_k8s.summary.schema
 
 verify: lint typecheck test
 

@@ -8,18 +8,14 @@ import contextlib
 import errno
 import json
 import os
-import platform
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from wpbench_k8s import __version__
 from wpbench_k8s.errors import OutputWriteError
-from wpbench_k8s.manifest import RunManifest
-from wpbench_k8s.profiles import get_profile
 from wpbench_k8s.records import Record, json_line
-from wpbench_k8s.scoring import aggregate, aggregate_by_model
+from wpbench_k8s.summary.model import RunSummary
 
 
 def run_timestamp(now: datetime | None = None) -> str:
@@ -114,68 +110,14 @@ class ResultsWriter:
             if not self._fh.closed:
                 self._fh.close()
 
-    def finalize(self, summary: dict[str, Any], order: list[str]) -> None:
+    def finalize(self, summary: RunSummary, order: list[str]) -> None:
         """Write the canonical JSONL (in manifest order) and the summary JSON, then drop the .partial."""
         self.close()
         rank = {item_id: i for i, item_id in enumerate(order)}
         ordered = sorted(self.records, key=lambda r: rank.get(r.item_id, len(rank)))
         atomic_write(self.jsonl_path, "".join(json_line(r) + "\n" for r in ordered))
-        atomic_write(self.json_path, json.dumps(summary, indent=2, sort_keys=False) + "\n")
+        atomic_write(self.json_path, summary.to_json())
         self.partial_path.unlink(missing_ok=True)
-
-
-def run_metadata(manifest: RunManifest, *, executor: str, started_at: str, finished_at: str) -> dict[str, Any]:
-    grader = manifest.grader
-    return {
-        "run_id": manifest.run_id,
-        "tool": f"wpbench-k8s {__version__}",
-        "suite": manifest.suite,
-        "mode": manifest.mode,
-        "profile": manifest.profile,
-        "profile_reproduces": get_profile(manifest.profile).reproduces or f"wpbench-k8s {__version__}",
-        "executor": executor,
-        "runtime_isolation_boundary": "container_per_test" if executor == "docker" else "pod_per_test",
-        "execution_isolation": "reset_per_test",
-        "execution_concurrency": manifest.execution_concurrency,
-        "runtime_image": grader.image,
-        "runtime_image_id": grader.image_id,
-        "grader": {
-            "timeout_seconds": grader.timeout_seconds,
-            "limits": grader.limits.model_dump(),
-            "database": "sqlite",
-        },
-        "host": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "scoring_version": manifest.scoring_version,
-        "seed": manifest.seed,
-        "selected_test_ids": manifest.selected_test_ids,
-        "dataset_source": manifest.dataset_source,
-        "dataset_digest": manifest.dataset_digest,
-        "manifest_digest": manifest.digest(),
-        "models": [m.name for m in manifest.models],
-        "skills": [{"name": s.name, "source": s.source, "sha256": s.sha256} for s in manifest.skills],
-        "started_at": started_at,
-        "finished_at": finished_at,
-    }
-
-
-def summarize(
-    manifest: RunManifest,
-    records: list[Record],
-    *,
-    executor: str,
-    started_at: str,
-    finished_at: str,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The summary JSON: metadata, overall scores, per model and per category."""
-    summary: dict[str, Any] = {
-        "metadata": run_metadata(manifest, executor=executor, started_at=started_at, finished_at=finished_at),
-        "overall": aggregate(records),
-        "models": aggregate_by_model(records),
-    }
-    if extra:
-        summary.update(extra)
-    return summary
 
 
 def now_iso() -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,53 +25,62 @@ MODELS: dict[str, type[BaseModel]] = {
     "grade-task.schema.json": GradeTask,
     "verdict.schema.json": Verdict,
 }
+CONTRACT_ID = f"https://wpbench-k8s.invalid/contract/v{CONTRACT_VERSION}"
+# Other documents (the harness's run summary) keep their schemas in the same directory, written by
+# these functions with their own `models` and `base_id` (`python -m wpbench_k8s.summary.schema`).
+Models = Mapping[str, type[BaseModel]]
 
 
-def schema_for(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of one contract model."""
+def schema_for(model: type[BaseModel], base_id: str = CONTRACT_ID) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one model."""
     schema = model.model_json_schema(mode="validation")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": f"https://wpbench-k8s.invalid/contract/v{CONTRACT_VERSION}/{model.__name__}",
+        "$id": f"{base_id}/{model.__name__}",
         **schema,
     }
 
 
-def render(model: type[BaseModel]) -> str:
-    return json.dumps(schema_for(model), indent=2, sort_keys=True) + "\n"
+def render(model: type[BaseModel], base_id: str = CONTRACT_ID) -> str:
+    return json.dumps(schema_for(model, base_id), indent=2, sort_keys=True) + "\n"
 
 
-def stale(directory: Path = SCHEMA_DIR) -> list[str]:
+def stale(directory: Path = SCHEMA_DIR, models: Models = MODELS, base_id: str = CONTRACT_ID) -> list[str]:
     """Names of schema files that are missing or differ from the models."""
     return [
         name
-        for name, model in MODELS.items()
-        if not (directory / name).is_file() or (directory / name).read_text() != render(model)
+        for name, model in models.items()
+        if not (directory / name).is_file() or (directory / name).read_text() != render(model, base_id)
     ]
 
 
-def write(directory: Path = SCHEMA_DIR) -> list[Path]:
+def write(directory: Path = SCHEMA_DIR, models: Models = MODELS, base_id: str = CONTRACT_ID) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, model in MODELS.items():
+    for name, model in models.items():
         path = directory / name
-        path.write_text(render(model))
+        path.write_text(render(model, base_id))
         written.append(path)
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wpbench_runtime.schema", description=__doc__.split("\n")[0])
+def main(
+    argv: list[str] | None = None,
+    models: Models = MODELS,
+    base_id: str = CONTRACT_ID,
+    prog: str = "python -m wpbench_runtime.schema",
+) -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="fail when a committed schema is stale")
     parser.add_argument("--dir", type=Path, default=SCHEMA_DIR, help="schema directory (default: runtime/schema)")
     args = parser.parse_args(argv)
     if args.check:
-        names = stale(args.dir)
+        names = stale(args.dir, models, base_id)
         if names:
             print(f"stale schema(s): {', '.join(names)}; run `make schema`", file=sys.stderr)
             return 1
         return 0
-    for path in write(args.dir):
+    for path in write(args.dir, models, base_id):
         print(path)
     return 0
 

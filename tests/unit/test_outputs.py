@@ -1,7 +1,13 @@
 import json
+from pathlib import Path
 
+from wpbench_k8s.config import load_config
 from wpbench_k8s.outputs import ResultsWriter
+from wpbench_k8s.pipeline import plan_run
 from wpbench_k8s.records import Record, RecordGrader
+from wpbench_k8s.summary import CacheFacts, RunFacts, build_summary
+
+MINI = Path(__file__).resolve().parents[1] / "fixtures" / "suites" / "mini"
 
 
 def rec(i: int) -> Record:
@@ -26,10 +32,14 @@ def test_records_stream_to_partial_and_finalize_in_manifest_order(tmp_path):
     assert json.loads(w.partial_path.read_text().splitlines()[0])["item_id"] == "i2"
     assert not w.jsonl_path.exists() and not w.json_path.exists()
     w.append(rec(1))
-    w.finalize({"ok": True}, ["i1", "i2"])
+    manifest = plan_run(load_config(None, {"dataset.path": str(MINI)}), "reference")
+    facts = RunFacts(executor="docker", started_at="s", finished_at="f", cache=CacheFacts(enabled=False))
+    summary = build_summary(manifest, w.records, facts)
+    w.finalize(summary, ["i1", "i2"])
     assert not w.partial_path.exists()
     assert [json.loads(x)["item_id"] for x in w.jsonl_path.read_text().splitlines()] == ["i1", "i2"]
-    assert json.loads(w.json_path.read_text()) == {"ok": True}
+    assert w.json_path.read_text() == summary.to_json()
+    assert json.loads(w.json_path.read_text())["overall"]["records"] == 2
 
 
 def test_verdict_key_changes_with_what_decides_a_verdict_and_nothing_else():

@@ -130,3 +130,21 @@ def test_the_checker_sees_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from wpbench_controller.reconciler import Reconciler\n", encoding="utf-8")
     assert "wpbench_controller.reconciler" in _imports(source, "wpbench_k8s.m", set(SOURCES))
+
+
+# The run summary is built and read below both run paths: a run on a cluster writes the same summary as a
+# local run without importing the local-run module, and the summary knows neither path nor the report.
+SUMMARY_BELOW = {
+    "wpbench_k8s.summary": {"wpbench_k8s.local_run", "wpbench_k8s.cluster", "wpbench_k8s.report",
+                            "wpbench_k8s.pipeline", "wpbench_k8s.commands", "wpbench_k8s.cli"},
+    "wpbench_k8s.cluster": {"wpbench_k8s.local_run"},
+    "wpbench_k8s.report": {"wpbench_k8s.local_run", "wpbench_k8s.cluster"},
+}  # fmt: skip
+
+
+def test_the_summary_has_one_home_below_both_run_paths():
+    graph = _graph()
+    for unit, forbidden in SUMMARY_BELOW.items():
+        assert not graph.get(unit, set()) & forbidden, f"{unit} imports {graph[unit] & forbidden}"
+    users = {unit for unit, targets in graph.items() if "wpbench_k8s.summary" in targets}
+    assert {"wpbench_k8s.local_run", "wpbench_k8s.cluster", "wpbench_k8s.report"} <= users

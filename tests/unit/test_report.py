@@ -17,14 +17,13 @@ import pytest
 from wpbench_k8s.cli import run
 from wpbench_k8s.config import load_config
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.local_run import mode_sections
 from wpbench_k8s.manifest import RunManifest
-from wpbench_k8s.outputs import summarize
 from wpbench_k8s.pipeline import plan_run
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.report import build_view, load_run, write_report
 from wpbench_k8s.report.charts import build_charts
 from wpbench_k8s.scoring import build_record
+from wpbench_k8s.summary import CacheFacts, RunFacts, build_summary
 from wpbench_runtime.contract import AssertionResult, Scores, Verdict
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,10 +65,9 @@ def model_run(
         if item.model == "openai/a" and item.test_type == "execution":
             record.scores.quality = 0.8  # as the AI judge would set it
         records.append(record)
-    summary = summarize(manifest, records, executor="docker", started_at="s", finished_at="f",
-                        extra=mode_sections(manifest, records))  # fmt: skip
+    facts = RunFacts(executor="docker", started_at="s", finished_at="f", cache=CacheFacts(enabled=False))
     path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(summary))
+    path.write_text(build_summary(manifest, records, facts).to_json())
     path.with_suffix(".jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
     return path, manifest, records
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,8 +64,10 @@ def fetch_results(cluster: Cluster, name: str, output: Path, *, report: bool, co
     An unfinished run's records go to OUTPUT.partial, as a local run's do."""
     from wpbench_k8s.cache import CACHED_MODES
     from wpbench_k8s.kube.results import read_records
-    from wpbench_k8s.local_run import mode_sections, write_run_report
-    from wpbench_k8s.outputs import now_iso, summarize
+    from wpbench_k8s.outputs import atomic_write, now_iso
+    from wpbench_k8s.report import write_run_report
+    from wpbench_k8s.summary import CacheFacts, ClusterFacts, RunFacts, build_summary
+    from wpbench_k8s.summary.console import print_model_tables
 
     run = cluster.run(name)
     manifest = load_manifest(cluster, run)
@@ -87,21 +88,24 @@ def fetch_results(cluster: Cluster, name: str, output: Path, *, report: bool, co
     fetched = Fetched(phase, len(records), len(manifest.items), target, warnings=warnings, suite=suite)
     if not complete:
         return fetched
-    extra = mode_sections(manifest, records, console)
-    extra["cluster"] = {"namespace": cluster.namespace, "run": name, "infra_retries": status.get("infraRetries", 0),
-                        "requeued": status.get("requeued", 0)}  # fmt: skip
-    # The id the kubelet reported for the grader image (submit resolves none: it may not see the nodes' images).
-    manifest.grader.image_id = manifest.grader.image_id or status.get("graderImageID", "")
-    summary = summarize(manifest, records, executor="kubernetes", started_at=status.get("startTime") or now_iso(),
-                        finished_at=status.get("completionTime") or now_iso(), extra=extra)  # fmt: skip
-    summary["metadata"]["cache"] = {
-        "enabled": run["spec"].get("cache", True) is not False and manifest.mode in CACHED_MODES,
-        "cached_records": sum(r.cached for r in records),
-    }
-    if status.get("suiteDigest"):  # as the controller recomputed it from what it graded
-        summary["metadata"]["suite_digest"] = status["suiteDigest"]
-        summary["metadata"]["suite_verified"] = bool(status.get("suiteVerified"))
+    cluster_facts = ClusterFacts(
+        namespace=cluster.namespace,
+        run=name,
+        infra_retries=status.get("infraRetries", 0),
+        requeued=status.get("requeued", 0),
+        suite_digest=status.get("suiteDigest") or "",
+        suite_verified=bool(status.get("suiteVerified")),
+        # submit resolves no image id (it may not see the nodes' images): the kubelet's
+        grader_image_id=status.get("graderImageID", ""),
+    )
+    facts = RunFacts(executor="kubernetes", started_at=status.get("startTime") or now_iso(),
+                     finished_at=status.get("completionTime") or now_iso(),
+                     cache=CacheFacts(enabled=run["spec"].get("cache", True) is not False
+                                      and manifest.mode in CACHED_MODES),
+                     cluster=cluster_facts)  # fmt: skip
+    summary = build_summary(manifest, records, facts)
+    print_model_tables(summary, console)
     summary_path = output.with_suffix(".json")
-    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    atomic_write(summary_path, summary.to_json())
     report_path = write_run_report(manifest, summary_path, target) if report else None
     return Fetched(phase, len(records), len(manifest.items), target, summary_path, report_path, warnings, suite)

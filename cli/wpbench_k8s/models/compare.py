@@ -1,4 +1,5 @@
-"""Model comparison and Skill Impact, as plain dicts (for the summary JSON) and rich tables.
+"""Model comparison and Skill Impact, as plain dicts (the summary's `comparison` and `skill_impact`
+sections, typed in `wpbench_k8s.summary`) and rich tables (printed by `summary.console`).
 
 Rows are (model, variant). Errored records (`Record.error`, infra and harness errors: see
 `scoring.counted`) never enter a score; they are counted in `excluded`. Cost counts every
@@ -23,11 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich import box
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from wpbench_k8s.manifest import RunManifest
 from wpbench_k8s.records import Record
 from wpbench_k8s.scoring import counted
 
@@ -276,7 +274,8 @@ def comparison_table(data: dict[str, Any], title: str = "Model comparison", widt
     return table
 
 
-def category_table(data: dict[str, Any], title: str = "Score by category") -> Table:
+def model_category_table(data: dict[str, Any], title: str = "Score by category") -> Table:
+    """One column per (model, variant): its score and counted tests in each category."""
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("category", no_wrap=True)
     for row in data["rows"]:
@@ -327,26 +326,3 @@ def impact_counts(data: dict[str, Any]) -> list[str]:
             f"({model['tests_compared']} tests compared)"
         )
     return lines
-
-
-def report(manifest: RunManifest, records: list[Record], console: Console | None = None) -> dict[str, Any]:
-    """Print the comparison (and, for skills runs, Skill Impact) tables; return them for the summary JSON."""
-    data = comparison(records)
-    out: dict[str, Any] = {"comparison": data}
-    impact = skill_impact(records) if manifest.skills else None
-    if impact is not None:
-        out["skill_impact"] = impact
-    if console is not None:
-        console.print(comparison_table(data, f"{manifest.suite} — model comparison", console.width))
-        for row in data["rows"]:
-            for message, count in row["errors"].items():
-                console.print(
-                    f"[yellow]{row['model']} {row['variant']}[/]: {count} excluded record(s): {escape(message)}"
-                )
-        if len(data["categories"]) > 1:
-            console.print(category_table(data))
-        if impact is not None:
-            console.print(impact_table(impact, width=console.width))
-            for line in impact_counts(impact):
-                console.print(escape(line))
-    return out

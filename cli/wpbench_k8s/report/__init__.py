@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wpbench_k8s.report.inputs import RunInput, load_run
 from wpbench_k8s.report.view import Report, build_view
 
-__all__ = ["Report", "RunInput", "build_view", "load_run", "write_report"]
+if TYPE_CHECKING:
+    from wpbench_k8s.manifest import RunManifest
+
+__all__ = ["Report", "RunInput", "build_view", "load_run", "write_report", "write_run_report"]
 
 
 def write_report(
@@ -26,3 +30,12 @@ def write_report(
 
     runs = [load_run(p, prompts=prompts, records=records, dataset_path=dataset_path) for p in summaries]
     return write_page(build_view(runs, title), output)
+
+
+def write_run_report(manifest: RunManifest, summary_path: Path, records_path: Path) -> Path:
+    """The HTML report beside a finished run's summary (same name, .html), from the files just written;
+    the prompts come from the manifest. `run --report` and `results --report` both call this."""
+    path = summary_path.with_suffix(".html")
+    prompts = {test_id: str(test.get("prompt", "")) for test_id, test in manifest.tests.items()}
+    write_report([summary_path], path, prompts=prompts, records=records_path)
+    return path

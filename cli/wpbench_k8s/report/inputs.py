@@ -1,7 +1,6 @@
-"""What the report reads: a run's summary JSON (validated by the models below) and the records JSONL
-beside it. The models name only the fields the report shows and allow everything else, so a summary
-that gains fields still loads; a summary that lacks or mistypes one is an InputError naming the file
-and the field."""
+"""What the report reads: a run's summary JSON (validated as `wpbench_k8s.summary.RunSummary`, the model
+the run wrote it from) and the records JSONL beside it. Unknown keys are allowed, so a summary that gains
+fields still loads; one that lacks or mistypes a field is an InputError naming the file and the field."""
 
 from __future__ import annotations
 
@@ -10,148 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from wpbench_k8s.dataset import load_suite
 from wpbench_k8s.errors import InputError, first_error
 from wpbench_k8s.records import Record
+from wpbench_k8s.summary.model import RunSummary
 from wpbench_k8s.textsafe import decode_utf8
-
-
-class _Doc(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class RunMetadata(_Doc):
-    run_id: str
-    suite: str
-    mode: str
-    tool: str = ""
-    executor: str = ""
-    runtime_isolation_boundary: str = ""
-    runtime_image: str = ""
-    runtime_image_id: str = ""
-    scoring_version: str = ""
-    profile: str = ""
-    profile_reproduces: str = ""
-    seed: int | None = None
-    selected_test_ids: list[str] = Field(default_factory=list)
-    dataset_source: str = ""
-    dataset_digest: str = ""
-    manifest_digest: str = ""
-    models: list[str] = Field(default_factory=list)
-    skills: list[dict[str, Any]] = Field(default_factory=list)
-    started_at: str = ""
-    finished_at: str = ""
-
-
-class ExecutionAggregate(_Doc):
-    tests: int = 0
-    passed: int = 0
-    pass_rate: float = 0.0
-
-
-class KnowledgeAggregate(_Doc):
-    tests: int = 0
-    correct: int = 0
-    accuracy: float = 0.0
-
-
-class CategoryAggregate(_Doc):
-    tests: int = 0
-    score: float | None = None
-
-
-class HeadlineScores(_Doc):
-    """`scoring.headline_scores`: upstream's `scores` block; `overall` is the run's headline number."""
-
-    overall: float
-    execution_pass: float | None = None
-    correctness: float | None = None
-    knowledge: float | None = None
-
-
-class GroupAggregate(_Doc):
-    """`scoring.aggregate`: one model x variant (or the whole run)."""
-
-    records: int
-    counted: int
-    excluded: int
-    score: float
-    scores: HeadlineScores | None = None  # summaries before the upstream profile have none
-    execution: ExecutionAggregate
-    knowledge: KnowledgeAggregate
-    categories: dict[str, CategoryAggregate] = Field(default_factory=dict)
-    statuses: dict[str, int] = Field(default_factory=dict)
-    cost_usd: float = 0.0
-    latency_ms_mean: float | None = None
-
-
-class ComparisonRow(_Doc):
-    """`models.compare.model_row`."""
-
-    model: str
-    variant: str
-    runs: int = 1
-    tests: int = 0
-    excluded: int = 0
-    score: float | None = None
-    score_std: float | None = None
-    pass_rate: float | None = None
-    pass_rate_std: float | None = None
-    quality: float | None = None
-    cost_usd: float = 0.0
-    latency_ms_mean: float | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retries: int = 0
-    errors: dict[str, int] = Field(default_factory=dict)
-    categories: dict[str, CategoryAggregate] = Field(default_factory=dict)
-
-
-class SkillsDelta(_Doc):
-    model: str
-    paired_tests: int = 0
-    score: float | None = None
-    pass_rate: float | None = None
-    quality: float | None = None
-    cost_usd: float | None = None
-    latency_ms_mean: float | None = None
-
-
-class Comparison(_Doc):
-    rows: list[ComparisonRow]
-    skills_delta: list[SkillsDelta] = Field(default_factory=list)
-    categories: list[str] = Field(default_factory=list)
-
-
-class ImpactTest(_Doc):
-    test_id: str
-    category: str = ""
-    change: str
-    baseline: float
-    with_skills: float
-
-
-class ImpactModel(_Doc):
-    model: str
-    tests_compared: int = 0
-    counts: dict[str, int] = Field(default_factory=dict)
-    tests: list[ImpactTest] = Field(default_factory=list)
-
-
-class SkillImpact(_Doc):
-    models: list[ImpactModel] = Field(default_factory=list)
-
-
-class Summary(_Doc):
-    """The summary JSON of `wpbench-k8s run` / `results` (`outputs.summarize` + `runner.mode_sections`)."""
-
-    metadata: RunMetadata
-    overall: GroupAggregate
-    models: dict[str, GroupAggregate]
-    comparison: Comparison | None = None
-    skill_impact: SkillImpact | None = None
 
 
 @dataclass
@@ -160,7 +24,7 @@ class RunInput:
     prompts of its tests (when the suite it ran is at hand). `notes` say what is missing and why."""
 
     path: Path
-    summary: Summary
+    summary: RunSummary
     records: list[Record] | None
     prompts: dict[str, str]
     notes: list[str] = field(default_factory=list)
@@ -175,12 +39,12 @@ def _read_json(path: Path) -> Any:
         raise InputError(f"{path}: not a summary JSON document ({exc})") from exc
 
 
-def load_summary(path: Path) -> Summary:
+def load_summary(path: Path) -> RunSummary:
     doc = _read_json(path)
     if not isinstance(doc, dict):
         raise InputError(f"{path}: not a summary JSON document (expected an object)")
     try:
-        return Summary.model_validate(doc)
+        return RunSummary.model_validate(doc)
     except ValidationError as exc:
         where, message = first_error(exc)
         raise InputError(f"{path}, field {where}: {message}") from exc
@@ -208,7 +72,7 @@ def records_path(summary_path: Path) -> Path:
     return summary_path.with_suffix(".jsonl")
 
 
-def suite_prompts(summary: Summary, dataset_path: Path | None) -> tuple[dict[str, str], str | None]:
+def suite_prompts(summary: RunSummary, dataset_path: Path | None) -> tuple[dict[str, str], str | None]:
     """Prompts of the run's tests from its suite, and a note when they cannot be shown. The suite
     must be the one that ran (same digest); an explicit `dataset_path` that does not load is an error."""
     meta = summary.metadata

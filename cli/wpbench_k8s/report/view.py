@@ -18,8 +18,9 @@ from pygments.lexers import PhpLexer, TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
 from wpbench_k8s.records import Record
-from wpbench_k8s.report.inputs import GroupAggregate, ImpactModel, RunInput, SkillsDelta
+from wpbench_k8s.report.inputs import RunInput
 from wpbench_k8s.scoring import aggregate, counted, group_key, group_name
+from wpbench_k8s.summary.model import GroupAggregate, ImpactModel, SkillsDelta
 
 TEXT_CAP = 4000  # characters of stdout, stderr and raw model output kept per record
 DIFFICULTIES = ("basic", "intermediate", "hard")
