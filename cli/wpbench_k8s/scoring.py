@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from wpbench_k8s.manifest import ManifestItem, RunManifest
@@ -14,23 +15,53 @@ from wpbench_k8s.upstream_compat import upstream_answer
 from wpbench_runtime.contract import Verdict
 
 
-def build_record(
-    manifest: RunManifest,
-    item: ManifestItem,
-    verdict: Verdict | None,
-    *,
-    usage: Usage | None = None,
-    infra_retries: int = 0,
-    infra: bool = False,
-    error: str | None = None,
-    knowledge_score: float | None = None,
-    answer: str | None = None,
-) -> Record:
-    """The one place a record is made. `error` marks the record as excluded from aggregates.
+@dataclass(frozen=True)
+class GraderVerdict:
+    """A grader decided (scored; a `harness_error` verdict is excluded as the harness's)."""
 
-    Without a verdict, `infra=True` says the infrastructure failed to grade (status infra_error);
-    otherwise nothing reached a grader (a generation error: status not_graded).
+    verdict: Verdict
+    infra_retries: int = 0
+
+
+@dataclass(frozen=True)
+class KnowledgeAnswer:
+    """A knowledge answer, scored by answer matching (step 3)."""
+
+    score: float
+    answer: str | None = None  # the text scored, when the candidate's raw output is not it
+
+
+@dataclass(frozen=True)
+class InfraFailure:
+    """The infrastructure failed every attempt: status infra_error, retried and excluded."""
+
+    reason: str
+    infra_retries: int = 0
+
+
+@dataclass(frozen=True)
+class NotGraded:
+    """Nothing reached a grader (a generation or provider error, an item that cannot be graded): excluded."""
+
+    reason: str
+
+
+RecordOutcome = GraderVerdict | KnowledgeAnswer | InfraFailure | NotGraded
+
+
+def build_record(manifest: RunManifest, item: ManifestItem, outcome: RecordOutcome, *,
+                 usage: Usage | None = None) -> Record:  # fmt: skip
+    """The one place a record is made, from what became of the item (`RecordOutcome`).
+
+    Raises:
+        ValueError: an execution item with a knowledge answer (a caller's mistake, never the candidate's).
     """
+    verdict = outcome.verdict if isinstance(outcome, GraderVerdict) else None
+    answer = outcome.answer if isinstance(outcome, KnowledgeAnswer) else None
+    error = outcome.reason if isinstance(outcome, (InfraFailure, NotGraded)) else None
+    infra_retries = outcome.infra_retries if isinstance(outcome, (GraderVerdict, InfraFailure)) else 0
+    if isinstance(outcome, KnowledgeAnswer) and item.test_type != "knowledge":
+        raise ValueError(f"item {item.item_id}: an execution item is scored from a grader's verdict")
     test = manifest.tests.get(item.test_id, {})
     candidate = item.candidate
     upstream = is_upstream(manifest.profile)
@@ -46,7 +77,7 @@ def build_record(
         answer=_stored_answer(raw, manifest.profile) if item.test_type == "knowledge" else None,
     )
     if item.test_type == "knowledge":
-        score = knowledge_score or 0.0
+        score = outcome.score if isinstance(outcome, KnowledgeAnswer) else 0.0
         scores = RecordScores(
             correctness=score, execution_pass=score >= 1.0, runtime=score, static=0.0, knowledge=score
         )
@@ -54,7 +85,9 @@ def build_record(
     elif verdict is None:
         scores = RecordScores()
         grader = RecordGrader(
-            status="infra_error" if infra else "not_graded", reason=error or "no verdict", infra_retries=infra_retries
+            status="infra_error" if isinstance(outcome, InfraFailure) else "not_graded",
+            reason=error or "no verdict",
+            infra_retries=infra_retries,
         )
     else:
         scores = RecordScores(

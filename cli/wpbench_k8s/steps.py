@@ -24,7 +24,7 @@ from wpbench_k8s.executor.base import Executor
 from wpbench_k8s.manifest import Candidate, ManifestItem, RunManifest
 from wpbench_k8s.outcome import INFRA_RETRIES, Decision, Infra, decide_outcome, settle
 from wpbench_k8s.records import Record, Usage
-from wpbench_k8s.scoring import build_record
+from wpbench_k8s.scoring import GraderVerdict, InfraFailure, KnowledgeAnswer, NotGraded, build_record
 from wpbench_runtime.contract import GradeTask, Scores, Verdict
 
 INFRA_ATTEMPTS = 1 + INFRA_RETRIES
@@ -97,7 +97,7 @@ def score_item(
         InputError: the item has no candidate, no error says why and no grader decided.
     """
     if error is not None:
-        return build_record(manifest, item, None, usage=usage, error=error)
+        return build_record(manifest, item, NotGraded(error), usage=usage)
     if item.candidate is None and graded is None:
         raise InputError(f"item {item.item_id}: no candidate")
     if item.test_type == "knowledge":
@@ -107,22 +107,23 @@ def score_item(
         test = test_of(manifest, item.test_id)
         assert isinstance(test, KnowledgeTest)
         if item.candidate.extraction_error:  # an answer no file can hold as written scores nothing
-            return build_record(manifest, item, None, usage=usage, knowledge_score=0.0, answer=item.candidate.raw)
+            return build_record(manifest, item, KnowledgeAnswer(0.0, item.candidate.raw), usage=usage)
         text = answer if answer is not None else item.candidate.raw
         scored = score_for_profile(test, text, manifest.profile)
-        return build_record(manifest, item, None, usage=usage, knowledge_score=scored.score, answer=text)
+        return build_record(manifest, item, KnowledgeAnswer(scored.score, text), usage=usage)
     assert item.task is not None
     if item.candidate is not None and item.candidate.extraction_error:
-        return build_record(manifest, item, _unextractable(item.task, item.candidate.extraction_error), usage=usage)
+        unextractable = _unextractable(item.task, item.candidate.extraction_error)
+        return build_record(manifest, item, GraderVerdict(unextractable), usage=usage)
     if graded is None:
         raise AssertionError(f"item {item.item_id}: an execution candidate is scored from a grader's decision")
     decision, retries = graded
     verdict = settle(decision)
     if verdict is None:
         reason = decision.reason if isinstance(decision, Infra) else "no verdict"
-        return build_record(manifest, item, None, usage=usage, infra_retries=retries, infra=True,
-                            error=f"infra_error after {retries + 1} attempts: {reason}")  # fmt: skip
-    return build_record(manifest, item, verdict, usage=usage, infra_retries=retries)
+        failure = InfraFailure(f"infra_error after {retries + 1} attempts: {reason}", retries)
+        return build_record(manifest, item, failure, usage=usage)
+    return build_record(manifest, item, GraderVerdict(verdict, retries), usage=usage)
 
 
 class RecordJudge(Protocol):

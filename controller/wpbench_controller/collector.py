@@ -20,7 +20,7 @@ from wpbench_k8s.kube.names import GRADER_CONTAINER
 from wpbench_k8s.manifest import ManifestItem, RunManifest
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
 from wpbench_k8s.records import Record
-from wpbench_k8s.scoring import build_record
+from wpbench_k8s.scoring import NotGraded, build_record
 from wpbench_k8s.steps import score_item
 
 log = logging.getLogger(__name__)
@@ -100,4 +100,4 @@ def record_without_pod(manifest: RunManifest, item: ManifestItem, generated: Gen
             return score_item(manifest, item, usage=usage, answer=generated.answer, error=generated.error)
         return score_item(manifest, item)
     except (InputError, ImportError) as exc:
-        return build_record(manifest, item, None, usage=usage, error=f"not gradable: {exc}")
+        return build_record(manifest, item, NotGraded(f"not gradable: {exc}"), usage=usage)

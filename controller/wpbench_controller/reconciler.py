@@ -77,7 +77,7 @@ from wpbench_k8s.manifest import Candidate, ManifestItem
 from wpbench_k8s.outcome import Infra, decide_outcome
 from wpbench_k8s.pipeline import judge_for
 from wpbench_k8s.records import Record, Usage
-from wpbench_k8s.scoring import build_record
+from wpbench_k8s.scoring import NotGraded, build_record
 from wpbench_k8s.steps import judge_record, score_item
 from wpbench_k8s.verified import SuiteCheck, SuiteError, check_items, check_payload_suite
 
@@ -647,12 +647,13 @@ class Reconciler:
             self.generations.start((namespace, name), cache.uid, manifest, item)
             return None
         if isinstance(outcome, (GenerationUnavailable, InputError)):
-            return build_record(manifest, item, None, error=f"generation: {outcome}")
+            return build_record(manifest, item, NotGraded(f"generation: {outcome}"))
         if isinstance(outcome, BaseException):
-            return build_record(manifest, item, None, error=f"generation failed: {type(outcome).__name__}: {outcome}")
+            return build_record(manifest, item, NotGraded(f"generation failed: {type(outcome).__name__}: {outcome}"))
         generated = outcome
         if generated.error or generated.item.candidate is None:
-            return build_record(manifest, item, None, usage=generated.usage, error=generated.error or "no candidate")
+            reason = generated.error or "no candidate"
+            return build_record(manifest, item, NotGraded(reason), usage=generated.usage)
         candidate = generated.item.candidate
         generated.item = generated.item.with_candidate(candidate)
         key = cache.payload.keys[item.item_id]

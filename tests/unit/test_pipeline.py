@@ -1,7 +1,7 @@
 from wpbench_k8s.config import load_config
 from wpbench_k8s.manifest import Candidate
 from wpbench_k8s.pipeline import judge_for, plan_run
-from wpbench_k8s.scoring import build_record
+from wpbench_k8s.scoring import InfraFailure, NotGraded, build_record
 
 
 def config_for(mini_suite, **extra):
@@ -36,8 +36,8 @@ def test_judge_travels_in_the_manifest(mini_suite, tmp_path):
 def test_record_without_verdict_is_infra_only_when_the_grader_failed(mini_suite):
     manifest = plan_run(config_for(mini_suite), "reference", run_id="r1")
     item = manifest.items[0].model_copy(update={"candidate": Candidate(raw="")})
-    generation = build_record(manifest, item, None, error="openai/a: rate limited")
-    infra = build_record(manifest, item, None, infra=True, error="infra_error after 3 attempts")
+    generation = build_record(manifest, item, NotGraded("openai/a: rate limited"))
+    infra = build_record(manifest, item, InfraFailure("infra_error after 3 attempts"))
     assert generation.grader.status == "not_graded" and generation.error
     assert infra.grader.status == "infra_error"
 

@@ -22,7 +22,7 @@ from wpbench_k8s.pipeline import plan_run
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.report import build_view, load_run, write_report
 from wpbench_k8s.report.charts import build_charts
-from wpbench_k8s.scoring import build_record
+from wpbench_k8s.scoring import GraderVerdict, KnowledgeAnswer, NotGraded, build_record
 from wpbench_k8s.summary import CacheFacts, RunFacts, build_summary
 from wpbench_runtime.contract import AssertionResult, Scores, Verdict
 
@@ -56,11 +56,11 @@ def model_run(
         good = item.model == "openai/a" or test.get("difficulty") == "basic"
         usage = Usage(cost_usd=0.01 if item.model == "openai/a" else 0.002, latency_ms=100, calls=1)
         if item.test_type == "knowledge":
-            record = build_record(manifest, item, None, usage=usage, knowledge_score=1.0 if good else 0.0)
+            record = build_record(manifest, item, KnowledgeAnswer(1.0 if good else 0.0), usage=usage)
         elif item.model == "openai/b" and item.test_id == "mini-shortcodes-001" and item.item_id.endswith("r2"):
-            record = build_record(manifest, item, None, usage=usage, error="provider outage")
+            record = build_record(manifest, item, NotGraded("provider outage"), usage=usage)
         else:
-            record = build_record(manifest, item, _verdict(item.test_id, good), usage=usage)
+            record = build_record(manifest, item, GraderVerdict(_verdict(item.test_id, good)), usage=usage)
         record.output.code = HOSTILE if item.model == "openai/b" else "add_action('init', 'x');"
         if item.model == "openai/a" and item.test_type == "execution":
             record.scores.quality = 0.8  # as the AI judge would set it

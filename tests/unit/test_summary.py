@@ -17,7 +17,14 @@ from wpbench_k8s.manifest import RunManifest, SkillSpec
 from wpbench_k8s.models import compare
 from wpbench_k8s.pipeline import plan_run
 from wpbench_k8s.records import Record, Usage
-from wpbench_k8s.scoring import aggregate, aggregate_by_model, build_record
+from wpbench_k8s.scoring import (
+    GraderVerdict,
+    InfraFailure,
+    KnowledgeAnswer,
+    aggregate,
+    aggregate_by_model,
+    build_record,
+)
 from wpbench_k8s.summary import CacheFacts, ClusterFacts, RunFacts, RunSummary, build_summary
 from wpbench_k8s.summary import schema as summary_schema
 from wpbench_runtime import schema
@@ -52,13 +59,15 @@ def _run(profile: str, mode: str) -> tuple[RunManifest, list[Record]]:
         good = n % 3 != 1
         usage = Usage(cost_usd=0.001 * n, latency_ms=10 * n, calls=n % 2, prompt_tokens=n, completion_tokens=n)
         if item.test_type == "knowledge":
-            record = build_record(manifest, item, None, usage=usage, knowledge_score=1.0 if good else 0.0)
+            record = build_record(manifest, item, KnowledgeAnswer(1.0 if good else 0.0), usage=usage)
         elif n % 7 == 5:
-            record = build_record(manifest, item, None, usage=usage, error="provider outage", infra=True)
+            record = build_record(manifest, item, InfraFailure("provider outage"), usage=usage)
         elif n % 11 == 4:
-            record = build_record(manifest, item, _verdict(item.test_id, False, "harness_error"), usage=usage)
+            record = build_record(
+                manifest, item, GraderVerdict(_verdict(item.test_id, False, "harness_error")), usage=usage
+            )
         else:
-            record = build_record(manifest, item, _verdict(item.test_id, good), usage=usage)
+            record = build_record(manifest, item, GraderVerdict(_verdict(item.test_id, good)), usage=usage)
         record.cached = n % 4 == 0
         records.append(record)
     return manifest, records
