@@ -12,11 +12,7 @@
 KUEUE ?= 1
 
 k8s-binaries:
-	hack/k8s/build.sh
-	hack/k8s/build-helm.sh
-	hack/kube-router/build.sh
-	hack/k8s/fetch-debs.sh
-	hack/k8s/write-paths.sh
+	hack/k8s/binaries.sh
 
 cluster-up: runtime-image controller-image
 	KUEUE=$(KUEUE) GRADER_IMAGE=$(IMAGE) CONTROLLER_IMAGE=$(CONTROLLER_IMAGE) scripts/cluster-up.sh

@@ -18,11 +18,7 @@ started=$SECONDS
 [[ $EUID -eq 0 ]] || die "needs root (it starts a kubelet and containerd)"
 
 install_binaries() {
-  "$repo/hack/k8s/build.sh" >&2
-  "$repo/hack/k8s/build-helm.sh" >&2
-  "$repo/hack/k8s/fetch-debs.sh" >/dev/null
-  "$repo/hack/k8s/write-paths.sh"
-  "$repo/hack/kube-router/build.sh" >&2
+  "$repo/hack/k8s/binaries.sh"
   local pkgs=()
   command -v runc >/dev/null || pkgs+=(runc)
   command -v ipset >/dev/null || pkgs+=(ipset)  # kube-router keeps each policy's pod sets in ipsets

@@ -22,7 +22,7 @@ from wpbench_k8s.cache import VerdictCache, verdict_key
 from wpbench_k8s.config import Config, default_datasets_dir
 from wpbench_k8s.dataset import Suite, load_suite
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS, Executor
+from wpbench_k8s.executor.base import ENGINE_WAIT_SECONDS
 from wpbench_k8s.manifest import GraderSpec, ManifestItem, ModelSpec, RunManifest, RunMode, SkillSpec
 from wpbench_k8s.models.templates import load_templates
 from wpbench_k8s.outcome import Infra, Scored
@@ -208,7 +208,7 @@ class EngineWait:
     Returns True when the engine was down and answers again: the attempt that failed meanwhile is
     not counted against the retry budget (it met the outage, not a fault of the task)."""
 
-    executor: Executor
+    executor: steps.GraderRunner
     budget_seconds: float = ENGINE_WAIT_SECONDS
     on_wait: Callable[[float | None], None] | None = None  # seconds waited so far; None when it ends
     poll_seconds: float = 0.5
@@ -242,7 +242,7 @@ class ItemGrader:
     (generate for model items, grade execution items with retries or from the verdict cache, score, judge)."""
 
     manifest: RunManifest
-    executor: Executor
+    executor: steps.GraderRunner
     generate: Generator | None = None
     attempts: int = INFRA_ATTEMPTS
     # Optional AI judge (wpbench_k8s.models.judge.Judge): fills scores.quality and record.judge.

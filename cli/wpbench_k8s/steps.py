@@ -20,9 +20,8 @@ from tenacity import RetryCallState, Retrying, retry_if_result, wait_exponential
 
 from wpbench_k8s.dataset import AnyTest, ExecutionTest, KnowledgeTest, test_from_dict
 from wpbench_k8s.errors import InputError
-from wpbench_k8s.executor.base import Executor
 from wpbench_k8s.manifest import Candidate, ManifestItem, RunManifest
-from wpbench_k8s.outcome import INFRA_RETRIES, Decision, Infra, decide_outcome, settle
+from wpbench_k8s.outcome import INFRA_RETRIES, Decision, GraderFacts, Infra, decide_outcome, settle
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import GraderVerdict, InfraFailure, KnowledgeAnswer, NotGraded, build_record
 from wpbench_runtime.contract import GradeTask, Scores, Verdict
@@ -31,12 +30,21 @@ INFRA_ATTEMPTS = 1 + INFRA_RETRIES
 Graded = tuple[Decision, int]  # the last attempt's decision and how many retries came before it
 
 
+class GraderRunner(Protocol):
+    """What step 2 needs of an executor (`executor.base.Executor` is one): one attempt in a fresh grader,
+    reported uninterpreted, and whether its engine answers now (`pipeline.EngineWait` polls it)."""
+
+    def run_grader(self, task: GradeTask) -> GraderFacts: ...
+
+    def engine_ready(self) -> bool: ...
+
+
 def test_of(manifest: RunManifest, test_id: str) -> AnyTest:
     return test_from_dict(manifest.tests[test_id])
 
 
 def grade_with_retries(
-    executor: Executor,
+    executor: GraderRunner,
     task: GradeTask,
     *,
     attempts: int = INFRA_ATTEMPTS,
