@@ -89,7 +89,7 @@ def build_summary(manifest: RunManifest, records: list[Record], facts: RunFacts)
 
 def _metadata(manifest: RunManifest, records: list[Record], facts: RunFacts) -> RunMetadata:
     grader, cluster = manifest.grader, facts.cluster
-    verified = cluster is not None and bool(cluster.suite_digest)
+    checked = cluster if cluster is not None and cluster.suite_digest else None  # the controller checked the suite
     return RunMetadata(
         run_id=manifest.run_id,
         tool=f"wpbench-k8s {__version__}",
@@ -116,8 +116,8 @@ def _metadata(manifest: RunManifest, records: list[Record], facts: RunFacts) -> 
         started_at=facts.started_at,
         finished_at=facts.finished_at,
         cache=CacheMetadata(enabled=facts.cache.enabled, cached_records=sum(r.cached for r in records)),
-        suite_digest=cluster.suite_digest if verified and cluster else None,
-        suite_verified=cluster.suite_verified if verified and cluster else None,
+        suite_digest=checked.suite_digest if checked else None,
+        suite_verified=checked.suite_verified if checked else None,
     )
 
 

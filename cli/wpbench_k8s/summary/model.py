@@ -2,7 +2,8 @@
 
 Fields are declared in the order they are written, because upstream's notebook and our report read the
 file as it is today; `RunSummary.to_json` leaves out the optional sections that do not apply. Every model
-allows unknown keys, so a summary written by a newer version still loads. The version is not written
+here allows unknown keys, so a summary written by a newer version still loads (the grader limits are the
+manifest's own `GraderLimits`, which does not). The version is not written
 into the file (that would change its keys): it names the schema (runtime/schema/run-summary.schema.json)
 and changes when a key is removed, renamed or retyped.
 """
