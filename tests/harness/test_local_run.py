@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from wpbench_k8s.candidates import GENERAL_EXPLOITS, STUB_RETURNS
@@ -57,6 +58,7 @@ def test_reference_check_writes_canonical_outputs(grader_image, mini_suite, tmp_
     )
     assert res.returncode == 0, res.stderr[-3000:]
     summary, records = outputs(tmp_path)
+    jsonschema.validate(summary, json.loads((REPO / "runtime" / "schema" / "run-summary.schema.json").read_text()))
     meta = summary["metadata"]
     assert meta["runtime_isolation_boundary"] == "container_per_test"
     assert meta["execution_concurrency"] == 2
