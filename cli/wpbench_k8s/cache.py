@@ -1,8 +1,8 @@
 """The verdict cache: the same (task, grader image, execution profile) is never graded twice.
 
 A task already holds the test's checks and the candidate's code or files, so its canonical JSON,
-the grader image id, the grader's limits and timeout and the manifest's execution profile decide a
-verdict; `verdict_key` is the one place that says so. Entries are
+the grader image id, the grader's limits and timeout, the execution isolation and the manifest's execution
+profile decide a verdict; `verdict_key` is the one place that says so. Entries are
 the verdict's JSON exactly as first computed, so a cached verdict is byte-for-byte the same.
 Only verdicts a grader decided (scored or task broken) are stored, never an infrastructure
 failure's fallback.
@@ -43,6 +43,10 @@ def verdict_key(manifest: RunManifest, task: GradeTask) -> str:
         "timeout_seconds": grader.timeout_seconds,
         "execution_profile": profile.model_dump(mode="json") if isinstance(profile, BaseModel) else profile,
     }
+    if grader.execution_isolation != "reset_per_test":
+        # A verdict graded in fast mode is never served to a container-per-test run, nor the reverse
+        # (the default is left out so existing entries keep their keys).
+        doc["execution_isolation"] = grader.execution_isolation
     canonical = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from wpbench_k8s.errors import InputError, first_error, warn
-from wpbench_k8s.manifest import GraderLimits
+from wpbench_k8s.manifest import ExecutionIsolation, GraderLimits
 from wpbench_k8s.profiles import ProfileName
 from wpbench_k8s.textsafe import decode_utf8, refuse_lone_surrogates
 
@@ -121,7 +121,8 @@ class RunConfig(_Section):
     categories: list[str] = Field(default_factory=list)
     test_type: Literal["all", "execution", "knowledge"] = "all"
     dry_run: bool = False
-    execution_isolation: Literal["reset_per_test"] = "reset_per_test"
+    # fork_per_test (fast mode, local Docker only) is opt-in; see GraderSpec.execution_isolation.
+    execution_isolation: ExecutionIsolation = "reset_per_test"
     execution_concurrency: int = Field(default=1, ge=1, le=256)
     concurrency: int | None = Field(default=None, ge=1)  # upstream: model-call concurrency; recorded
     continue_on_error: bool = False
@@ -145,7 +146,7 @@ class RunConfig(_Section):
         if data.get("execution_isolation") == "none":
             raise ValueError(
                 "execution_isolation 'none' is upstream's diagnostic mode with a shared site, unsuitable for "
-                "published scores; every test here gets a fresh container: use reset_per_test"
+                "published scores: use reset_per_test (a fresh container per test) or fork_per_test (fast mode)"
             )
         for key in ("skip_runtime", "skip_static"):
             if data.get(key):
@@ -302,8 +303,6 @@ _NO_EFFECT = {
     "a set-up that overruns rather than scoring it",
     ("grader", "base_url"): "the grader image's site URL is fixed when the image is built "
     "(runtime/php/wp/wp-config.php) and no HTTP port is exposed",
-    ("run", "execution_isolation"): "every execution test always gets a fresh grader container "
-    "(reset_per_test is the only behaviour)",
     ("grader", "container_name"): "every test gets its own container, named by the executor",
     ("grader", "concurrency"): "grader concurrency is run.execution_concurrency",
     ("run", "concurrency"): "model calls and grading share run.execution_concurrency",

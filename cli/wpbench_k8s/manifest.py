@@ -12,13 +12,18 @@ import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from wpbench_k8s.profiles import ProfileName
 from wpbench_k8s.textsafe import lone_surrogate, scrub
 from wpbench_runtime.contract import SCORING_VERSION, ArtifactKind, GradeTask
 
 RunMode = Literal["reference", "exploits", "completions", "models"]
+# reset_per_test: a fresh grader container for every test (the only mode for published numbers).
+# fork_per_test: fast mode, one container grades tests in sequence, each in a fresh runner process on a
+# freshly laid-out site, the container reset and checked between them (runtime/README.md says what that
+# isolates and what not). Upstream WP-Bench's key and value names.
+ExecutionIsolation = Literal["reset_per_test", "fork_per_test"]
 
 
 class GraderLimits(BaseModel):
@@ -44,6 +49,21 @@ class GraderSpec(BaseModel):
     # teardown before it gives up on the container itself.
     grace_seconds: float = Field(default=30.0, ge=0)
     limits: GraderLimits = Field(default_factory=GraderLimits)
+    execution_isolation: ExecutionIsolation = "reset_per_test"
+
+    @model_serializer(mode="wrap")
+    def _without_default_isolation(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # The default is left out, so manifests (and their digests) written before fast mode existed
+        # stay what they were; fork_per_test is in the document, so a run never mixes the two.
+        data: dict[str, Any] = handler(self)
+        if data.get("execution_isolation") == "reset_per_test":
+            del data["execution_isolation"]
+        return data
+
+    @property
+    def isolation_boundary(self) -> str:
+        """What one test's grading is isolated by, as run metadata and records say it."""
+        return "process_per_test" if self.execution_isolation == "fork_per_test" else "container_per_test"
 
 
 class Candidate(BaseModel):

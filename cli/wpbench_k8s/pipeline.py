@@ -141,8 +141,9 @@ def plan_run(
     if not selected:
         raise InputError("selection: no tests selected (check --test-type, --category, --test-id)")
     grader = grader or GraderSpec(
-        image=config.grader.image, timeout_seconds=config.grader.timeout_seconds, limits=config.grader.limits
-    )
+        image=config.grader.image, timeout_seconds=config.grader.timeout_seconds, limits=config.grader.limits,
+        execution_isolation=config.run.execution_isolation,
+    )  # fmt: skip
     skills = skills or []
     source = candidate_source(config, mode, profile, completions=completions, with_skills=bool(skills), dry_run=dry_run)
     items = source.items(Plan(suite, selected, grader, profile))

@@ -34,6 +34,7 @@ class RunFlags:
     check_exploits: bool
     completions: Path | None
     execution_concurrency: int | None
+    execution_isolation: str | None
     continue_on_error: bool | None
     skills: tuple[Path, ...]
     skills_include_references: bool | None
@@ -93,6 +94,10 @@ def run_options(func: F) -> F:
         click.option("--completions", type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="Grade completions produced elsewhere (JSONL: test_id, model, code|files|completion)."),
         click.option("--execution-concurrency", type=click.IntRange(min=1, max=256), help="Simultaneous graders."),
+        click.option("--execution-isolation", type=click.Choice(["reset_per_test", "fork_per_test"]),
+                     help="reset_per_test (default; the only mode for published numbers): a fresh grader container "
+                          "per test. fork_per_test: fast mode, local Docker only: one container grades tests in "
+                          "sequence, each in a fresh sandboxed process on a fresh site (runtime/README.md)."),
         click.option("--continue-on-error", is_flag=True, default=None,
                      help="Record per-test errors and keep going (errored tests are excluded from aggregates)."),
         click.option("--skill", "skills", multiple=True, type=click.Path(exists=True, path_type=Path),
@@ -125,6 +130,7 @@ def config_from_flags(flags: RunFlags) -> tuple[Config, RunMode]:
         "seed": "run.seed",
         "test_type": "run.test_type",
         "execution_concurrency": "run.execution_concurrency",
+        "execution_isolation": "run.execution_isolation",
         "continue_on_error": "run.continue_on_error",
         "runs": "run.runs",
         "timeout_seconds": "grader.timeout_seconds",

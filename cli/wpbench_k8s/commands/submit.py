@@ -121,6 +121,11 @@ def submit_run(flags: SubmitFlags) -> str:
 
     placement = _placement(flags.placement)
     config, manifest = plan_from_flags(flags.run, dry_run=flags.dry_run)
+    if manifest.grader.execution_isolation != "reset_per_test":
+        raise InputError(
+            f"run.execution_isolation: {manifest.grader.execution_isolation} (fast mode) is for local Docker runs "
+            "only; a cluster run gives every test its own pod (reset_per_test)"
+        )
     name = run_name(manifest, flags.run_name)
     queue = flags.queue or config.run.queue or ""
     if flags.workload_priority_class and not queue:

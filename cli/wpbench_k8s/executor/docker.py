@@ -6,6 +6,13 @@ already up and waiting for its task on stdin (the task arrives there, so a start
 tied to a task; each still grades exactly one). A grading then only sends the task and reads the
 verdict with a bound; the container is removed on a background thread, off the critical path.
 `DOCKER_HOST` chooses the engine, as for the CLI.
+
+Fast mode (`execution_isolation: fork_per_test`): the containers are the same, but each starts
+`wpbench-grade --sequence` and grades one task after another (one container per running grader, kept
+between tests): the executor sends a task line and reads the verdict line and an end line that says
+the exit code and whether the supervisor reset the container for another task (`ready`) or ended the
+sequence (`closed`, and the container goes). A container that dies mid-test is judged by the same
+rules as in container-per-test mode (its exit code, the OOM flag, the engine's kill events).
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import secrets
 import socket
 import struct
@@ -76,11 +84,15 @@ def _tmp_tmpfs(spec: GraderSpec) -> str:
     return f"rw,noexec,nosuid,size={spec.limits.tmp_tmpfs_mb}m,uid=65532,gid=65532,mode=1777"
 
 
-def lockdown_host_config(api: docker.APIClient, spec: GraderSpec) -> dict[str, Any]:
+def lockdown_host_config(
+    api: docker.APIClient, spec: GraderSpec, *, cgroup_parent: str | None = None
+) -> dict[str, Any]:
     """`lockdown_args` as an Engine API HostConfig, plus a log driver that keeps nothing on the host:
-    the executor reads stdout and stderr through the attach stream, bounded, and the engine stores none."""
+    the executor reads stdout and stderr through the attach stream, bounded, and the engine stores none.
+    `cgroup_parent` (make bench only) puts the containers under one cgroup whose CPU counter they all add to."""
     lim = spec.limits
     config: dict[str, Any] = api.create_host_config(
+        cgroup_parent=cgroup_parent,
         network_mode="none",
         ipc_mode="none",
         read_only=True,
@@ -173,6 +185,55 @@ class _Spare:
     started_at: float  # time.time() just before the start, for the engine's kill events
 
 
+# The end line the supervisor writes after each verdict in fast mode (runtime supervisor/sequence.php).
+_END = re.compile(rb"(?:^|\n)wpbench-end (-?[0-9]+) (ready|closed)\n")
+
+
+class _Sequence:
+    """A fast-mode container between tests: its supervisor waits for the next task line."""
+
+    def __init__(self, spare: _Spare) -> None:
+        self.spare = spare
+        self.pending = bytearray()  # stdout read past the last response (none is expected)
+
+
+def read_response(sock: socket.socket, deadline: float, pending: bytearray) -> tuple[_Output, tuple[int, bool] | None]:
+    """Read a fast-mode response: stdout up to the end line, whose exit code and `ready` it returns (None when
+    the stream ended first), bounded as `read_attach_stream`, with stderr's tail.
+
+    Raises:
+        StreamTimeout: the deadline passed first.
+        OSError: the connection to the engine broke.
+    """
+    out = _Output()
+    buffer = pending
+    while True:
+        end = _END.search(buffer)
+        if end is not None:
+            said = int(end.group(1)), end.group(2) == b"ready"  # read before the buffer changes under the match
+            out.add(1, bytes(buffer[: end.start()]))
+            del buffer[: end.end()]
+            return out, said
+        if len(buffer) > MAX_GRADER_OUTPUT_BYTES:
+            out.add(1, bytes(buffer))
+            return out, None
+        header = _recv_exact(sock, 8, deadline)
+        if header is None:
+            out.add(1, bytes(buffer))
+            return out, None
+        stream, size = header[0], struct.unpack(">I", header[4:])[0]
+        while size:
+            part = _recv_exact(sock, min(size, 1 << 16), deadline)
+            if part is None:
+                out.add(1, bytes(buffer))
+                return out, None
+            if stream == 2:
+                out.add(2, part)
+            else:
+                buffer += part
+            size -= len(part)
+
+
 class PrepareError(Exception):
     """A container could not be created, attached or started (the message says which)."""
 
@@ -188,6 +249,8 @@ class DockerExecutor(Executor):
         self._lock = threading.Lock()
         self._spares: deque[Future[_Spare]] = deque()
         self._grading = 0  # run_grader calls under way: as many spares are kept ready
+        self._fast = spec.execution_isolation == "fork_per_test"
+        self._sequences: deque[_Sequence] = deque()  # fast mode: containers waiting for their next task
         # cleanup() closes the executor: no container is created after it, and it waits for creations
         # under way (a grader thread may be creating one as Ctrl-C arrives) before it sweeps by label.
         self._closed = False
@@ -195,6 +258,7 @@ class DockerExecutor(Executor):
         self._idle = threading.Condition(self._lock)
         # Two threads prepare the next containers while graders run; one removes finished ones.
         self._creator = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grader-create")
+        self.cgroup_parent: str | None = None  # make bench: one cgroup for all of the run's containers
         self._remover = ThreadPoolExecutor(max_workers=1, thread_name_prefix="grader-remove")
 
     @property
@@ -235,6 +299,11 @@ class DockerExecutor(Executor):
             # The spares went with the old engine: prepare new ones.
             self._api = None
             self._discard_spares()
+            with self._lock:
+                sequences, self._sequences = list(self._sequences), deque()
+            for sequence in sequences:
+                sequence.spare.sock.close()
+                self._remove_later(sequence.spare.container)
             return False
         finally:
             if probe is not None:
@@ -265,7 +334,8 @@ class DockerExecutor(Executor):
                     user=GRADER_USER,
                     stdin_open=True,
                     labels={RUN_LABEL: self.run_id},
-                    host_config=lockdown_host_config(self.api, self.spec),
+                    host_config=lockdown_host_config(self.api, self.spec, cgroup_parent=self.cgroup_parent),
+                    command=["--sequence"] if self._fast else None,
                 )["Id"]
             )
         except ENGINE_ERRORS as exc:
@@ -333,6 +403,8 @@ class DockerExecutor(Executor):
                 {"test_id": task.test_id, "duration_ms": int((time.monotonic() - started) * 1000), **seen}
             )
 
+        if self._fast:
+            return self._run_in_sequence(task, deadline, facts)
         with self._lock:
             self._grading += 1
         try:
@@ -348,10 +420,51 @@ class DockerExecutor(Executor):
             with self._lock:
                 self._grading -= 1
 
+    def _run_in_sequence(self, task: GradeTask, deadline: float, facts: Callable[..., GraderFacts]) -> GraderFacts:
+        """Fast mode: the task goes to a container that is waiting for its next one (a new one when none is)."""
+        with self._lock:
+            sequence = self._sequences.popleft() if self._sequences else None
+        if sequence is None:
+            try:
+                sequence = _Sequence(self._prepare())
+            except PrepareError as exc:
+                return facts(started=False, infra_reason=str(exc))
+        spare, keep = sequence.spare, False
+        try:
+            try:
+                spare.sock.settimeout(max(deadline - time.monotonic(), 0.1))
+                spare.sock.sendall(task.model_dump_json().encode() + b"\n")
+                output, end = read_response(spare.sock, deadline, sequence.pending)
+            except StreamTimeout:
+                return facts(deadline_exceeded=True, detail=f"not finished within {self._wall(task):g} s; removed")
+            except OSError as exc:
+                return facts(stopped_from_outside=True, detail=f"connection to the engine broke: {_short(exc)}")
+            if end is None:  # the container ended before its end line: judged as a container that exited
+                spare.sock.close()
+                return self._facts_after_exit(spare, task, output, deadline, facts)
+            exit_code, ready = end
+            keep = ready and not output.truncated
+            return facts(
+                exit_code=exit_code,
+                stdout=output.stdout.decode("utf-8", "replace"),
+                stdout_truncated=output.truncated,
+                stderr=output.stderr[-_STDERR_TAIL:].decode("utf-8", "replace"),
+            )
+        finally:
+            if keep:
+                with self._lock:
+                    closed = self._closed
+                    if not closed:
+                        self._sequences.append(sequence)
+                keep = not closed
+            if not keep:
+                spare.sock.close()
+                self._remove_later(spare.container)
+
     def _grade_in(
         self, spare: _Spare, task: GradeTask, deadline: float, facts: Callable[..., GraderFacts]
     ) -> GraderFacts:
-        container, sock = spare.container, spare.sock
+        sock = spare.sock
         try:
             sock.settimeout(max(deadline - time.monotonic(), 0.1))
             sock.sendall(task.model_dump_json().encode())
@@ -363,6 +476,13 @@ class DockerExecutor(Executor):
             return facts(stopped_from_outside=True, detail=f"connection to the engine broke: {_short(exc)}")
         finally:
             sock.close()
+        return self._facts_after_exit(spare, task, output, deadline, facts)
+
+    def _facts_after_exit(
+        self, spare: _Spare, task: GradeTask, output: _Output, deadline: float, facts: Callable[..., GraderFacts]
+    ) -> GraderFacts:
+        """What a container that has ended (or is ending) says: its exit code, OOM flag and the engine's kills."""
+        container = spare.container
         try:
             self.api.wait(container, timeout=max(deadline - time.monotonic(), 1))
             state = self.api.inspect_container(container)["State"]
@@ -409,6 +529,9 @@ class DockerExecutor(Executor):
         with self._lock:
             self._closed = True
             spares, self._spares = list(self._spares), deque()
+            sequences, self._sequences = list(self._sequences), deque()
+        for sequence in sequences:
+            sequence.spare.sock.close()  # its supervisor sees stdin end and exits; the sweep removes it
         self._creator.shutdown(wait=True, cancel_futures=True)
         with self._lock:  # creations under way finish (bounded by the engine client's timeout)
             self._idle.wait_for(lambda: self._creating == 0, timeout=120)

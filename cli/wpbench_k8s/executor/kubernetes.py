@@ -75,6 +75,11 @@ class KubernetesExecutor(Executor):
         return self._kube
 
     def preflight(self) -> GraderSpec:
+        if self.spec.execution_isolation != "reset_per_test":
+            raise ExecutorError(
+                f"execution_isolation {self.spec.execution_isolation} (fast mode) runs on the Docker executor only; "
+                "on Kubernetes every test gets its own pod (reset_per_test)"
+            )
         try:
             self.kube.get(NAMESPACES, None, self.namespace)
             policy = network_policy(RunSettings(name=self.run_name, namespace=self.namespace), None)

@@ -57,8 +57,10 @@ class RunMetadata(_Doc):
     profile: str
     profile_reproduces: str
     executor: str
-    runtime_isolation_boundary: str
+    runtime_isolation_boundary: str  # container_per_test, process_per_test (fast mode) or pod_per_test
     execution_isolation: str
+    # Published numbers come from reset_per_test only (a fresh container per test); fast mode's are not.
+    publishable: bool = True
     execution_concurrency: int
     runtime_image: str
     runtime_image_id: str
