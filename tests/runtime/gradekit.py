@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wpbench_k8s.executor.docker import lockdown_args
+from wpbench_k8s.executor.docker import DockerExecutor, lockdown_args
 from wpbench_k8s.manifest import GraderSpec
-from wpbench_runtime.contract import Verdict
+from wpbench_runtime.contract import GradeTask, Verdict
 
 RUN_LABEL = "org.wpbench-k8s.tests"
 # This test session's value of the label: the session-end clean-up removes its own leftovers only, never
@@ -57,6 +57,7 @@ class Graded:
 class Grader:
     image: str
     verdicts: list[Verdict] = field(default_factory=list)
+    containers_last_sequence: int = 0  # how many containers the last grade_in_sequence() used
 
     def argv(self, *extra: str) -> list[str]:
         return [
@@ -123,6 +124,34 @@ class Grader:
         with ThreadPoolExecutor(max_workers=CONCURRENCY) as pool:
             futures = {name: pool.submit(self.grade, task, *extra) for name, task in tasks.items()}
             return {name: future.result() for name, future in futures.items()}
+
+    def grade_in_sequence(
+        self, tasks: Mapping[str, Mapping[str, Any]], *, concurrency: int = CONCURRENCY
+    ) -> dict[str, Graded]:
+        """Grades tasks in fast mode (`fork_per_test`) through the Docker executor, as a run does: `concurrency`
+        containers, each grading one task after another (in the order given), replaced when one ends."""
+        executor = DockerExecutor(GraderSpec(image=self.image, execution_isolation="fork_per_test"), f"tests-{SESSION}")
+        executor.preflight()
+
+        def one(doc: Mapping[str, Any]) -> Graded:
+            started = time.monotonic()
+            facts = executor.run_grader(GradeTask.model_validate(doc))
+            wall = time.monotonic() - started
+            try:
+                raw = json.loads(facts.stdout)
+            except json.JSONDecodeError as exc:
+                raise AssertionError(f"no verdict line in fast mode: {facts!r}") from exc
+            verdict = Verdict.model_validate(raw)
+            self.verdicts.append(verdict)
+            return Graded(verdict, raw, facts.exit_code if facts.exit_code is not None else -1, facts.stderr, wall)
+
+        try:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                futures = {name: pool.submit(one, doc) for name, doc in tasks.items()}
+                return {name: future.result() for name, future in futures.items()}
+        finally:
+            self.containers_last_sequence = executor.containers_created
+            executor.cleanup()
 
 
 def _batch_script() -> str:

@@ -2,12 +2,15 @@
 expected values are fresh random tokens. Each must get its exact status, pass no assertion, leave
 exactly one verdict on stdout, and end within its timeout + 5 s, in both boot modes: with the
 pre-boot (the runner boots WordPress before the task arrives, as in production) and without it
-(`WPBENCH_PREBOOT=0`: the runner starts once the task has come), with identical statuses. Plus the
-native guard itself (seccomp, non-dumpable) and a stop from outside the container (exit 4)."""
+(`WPBENCH_PREBOOT=0`: the runner starts once the task has come), with identical statuses; and in fast mode
+(`fork_per_test`: a few containers grading them one after another), with the identical status, exit code
+and reason of the pre-boot. Plus the native guard itself (seccomp, non-dumpable) and a stop from outside
+the container (exit 4)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import uuid
@@ -23,6 +26,10 @@ pytestmark = pytest.mark.docker
 ALL_HOSTILES = [*HOSTILES, *SANDBOX_HOSTILES]
 # The container environment of each boot mode (set by the test, never by anything a candidate controls).
 BOOT_MODES = {"preboot": (), "cold": ("-e", "WPBENCH_PREBOOT=0")}
+# Fast mode: the same candidates graded one after another in long-lived containers (execution_isolation
+# fork_per_test), so each hostile also runs right after other hostiles in the same container.
+FAST = "fast"
+MODES = [*BOOT_MODES, FAST]
 
 KEYS = ("returns", "custom", "option", "output", "rest", "code")
 CLASSES = {
@@ -48,7 +55,15 @@ def tokens() -> dict[str, str]:
 def graded(grader: Grader, tokens: dict[str, str]) -> dict[str, dict[str, Graded]]:
     """Every hostile graded in each boot mode: mode -> name -> result."""
     tasks = {h.name: target_task(tokens, h.code, timeout=h.timeout, test_id=f"hostile-{h.name}") for h in ALL_HOSTILES}
-    return {mode: grader.grade_many(tasks, *env) for mode, env in BOOT_MODES.items()}
+    results = {mode: grader.grade_many(tasks, *env) for mode, env in BOOT_MODES.items()}
+    results[FAST] = grader.grade_in_sequence(tasks)
+    return results
+
+
+def same_verdict(g: Graded) -> tuple[str, int, str]:
+    """Status, exit code and reason, with what differs between any two gradings (the random plugin directory)
+    made equal."""
+    return g.status, g.exit_code, re.sub(r"wp-bench-candidate-[0-9a-f]{12}", "wp-bench-candidate-*", g.verdict.reason)
 
 
 def test_the_suite_covers_every_class() -> None:
@@ -63,6 +78,13 @@ def test_both_boot_modes_give_identical_statuses(graded: dict[str, dict[str, Gra
         mode: {name: (g.status, g.exit_code) for name, g in results.items()} for mode, results in graded.items()
     }
     assert statuses["preboot"] == statuses["cold"]
+
+
+def test_fast_mode_gives_the_identical_status_and_reason(graded: dict[str, dict[str, Graded]]) -> None:
+    """Verdict parity: fast mode, where each hostile follows others in the same container, ends every one
+    exactly as a container of its own does."""
+    fast = {name: same_verdict(g) for name, g in graded[FAST].items()}
+    assert fast == {name: same_verdict(g) for name, g in graded["preboot"].items()}
 
 
 def test_an_honest_solution_passes_the_target(grader: Grader, tokens: dict[str, str]) -> None:
@@ -86,12 +108,17 @@ def test_the_semantic_cases_end_the_same_in_both_boot_modes(grader: Grader) -> N
     """test_adversarial_semantics.py's cases (graded there with the pre-boot, each with its exact status)."""
     tasks = {c.name: c.task for c in SEMANTIC_CASES}
     seen = {mode: grader.grade_many(tasks, *env) for mode, env in BOOT_MODES.items()}
+    seen[FAST] = grader.grade_in_sequence(tasks)
     statuses = {mode: {name: (g.status, g.exit_code) for name, g in results.items()} for mode, results in seen.items()}
     assert statuses["preboot"] == statuses["cold"]
     assert statuses["preboot"] == {c.name: (c.status, 0) for c in SEMANTIC_CASES}
+    # fast mode: the identical status and reason
+    assert {n: same_verdict(g) for n, g in seen[FAST].items()} == {
+        n: same_verdict(g) for n, g in seen["preboot"].items()
+    }
 
 
-@pytest.mark.parametrize("mode", BOOT_MODES)
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("hostile", ALL_HOSTILES, ids=[h.name for h in ALL_HOSTILES])
 def test_hostile_candidate(
     graded: dict[str, dict[str, Graded]], hostile: Hostile, mode: str, tokens: dict[str, str]
@@ -109,7 +136,7 @@ def test_hostile_candidate(
     assert g.wall <= hostile.timeout + 5, f"{hostile.name} took {g.wall:.1f} s"
 
 
-@pytest.mark.parametrize("mode", BOOT_MODES)
+@pytest.mark.parametrize("mode", MODES)
 def test_floods_are_truncated_not_buffered(graded: dict[str, dict[str, Graded]], mode: str) -> None:
     assert graded[mode]["stdout-flood"].verdict.stdout_truncated is True
     assert graded[mode]["stderr-flood"].verdict.stderr_truncated is True

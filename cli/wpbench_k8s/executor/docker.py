@@ -243,6 +243,7 @@ class DockerExecutor(Executor):
     def __init__(self, spec: GraderSpec, run_id: str) -> None:
         super().__init__(spec, run_id)
         self._counter = itertools.count(1)
+        self._created = 0
         # Names stay unique when a resumed run (same run id) meets a killed run's leftovers.
         self._prefix = f"wpbench-{run_id[:16]}-{secrets.token_hex(3)}"
         self._api: docker.APIClient | None = None
@@ -324,8 +325,15 @@ class DockerExecutor(Executor):
                 self._creating -= 1
                 self._idle.notify_all()
 
+    @property
+    def containers_created(self) -> int:
+        """How many grader containers this executor has asked the engine for."""
+        return self._created
+
     def _create_and_start(self) -> _Spare:
-        name = f"{self._prefix}-{next(self._counter)}"
+        number = next(self._counter)
+        self._created = number
+        name = f"{self._prefix}-{number}"
         try:
             container = str(
                 self.api.create_container(
