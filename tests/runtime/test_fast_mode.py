@@ -305,7 +305,28 @@ def test_each_attacker_is_graded_as_in_a_container_of_its_own(
 
 
 def test_a_forged_end_line_changes_nothing(battery: dict[str, Graded]) -> None:
-    """The end line comes from the supervisor's stdout only: the candidate's echo of one stays its output."""
+    """The end line comes from the supervisor's stdout only: the candidate's copy of one stays its output."""
     graded = battery["attacker:supervisor-memory"]
-    assert graded.exit_code == 0 and graded.status == "passed"
+    assert graded.exit_code == 0 and "wpbench-end 0 ready" in graded.verdict.stdout
     assert battery["probe:supervisor-memory"].status == "passed"
+
+
+# Attackers whose trace the probe can see when both run in the same process: proof that the probe looks
+# at the channels these attackers use (the others hang or crash, or close what the probe needs).
+VISIBLE_IN_ONE_RUN = {
+    "files-everywhere": {"tmp", "wp-content", "candidate", "database-dir"},
+    "wordpress-state": {"db", "mu-plugins", "planted", "dropins"},
+    # (the include is compiled afresh even in the same process: with the file cache only and its directory
+    # read-only, nothing compiled at run time is kept anywhere)
+    "opcache": {"functions", "tmp", "wp-content"},
+    "tmpfs-full": {"free-tmp-mib", "free-run-mib", "tmp", "wp-content"},
+}
+
+
+@pytest.mark.parametrize("name", VISIBLE_IN_ONE_RUN)
+def test_the_probe_sees_each_trace_within_one_run(grader: Grader, fresh: dict[str, Any], name: str) -> None:
+    code, _ = ATTACKERS[name]
+    g = grader.grade(task(code + PROBE, PROBE_CHECK, test_id=f"attack-and-probe-{name}", timeout_seconds=30))
+    after = seen(g)
+    differs = {key for key in fresh.keys() | after.keys() if after.get(key) != fresh.get(key)}
+    assert VISIBLE_IN_ONE_RUN[name] <= differs, differs
