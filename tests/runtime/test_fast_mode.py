@@ -12,6 +12,9 @@ after every attacker, and the supervisor must say `ready` (the container was res
 from __future__ import annotations
 
 import json
+import subprocess
+import time
+import uuid
 from typing import Any
 
 import pytest
@@ -330,3 +333,32 @@ def test_the_probe_sees_each_trace_within_one_run(grader: Grader, fresh: dict[st
     after = seen(g)
     differs = {key for key in fresh.keys() | after.keys() if after.get(key) != fresh.get(key)}
     assert VISIBLE_IN_ONE_RUN[name] <= differs, differs
+
+
+LEFTOVERS = {"process": "sleep 600 &", "file": "mkdir /tmp/roots && touch /tmp/roots/file", "ipc": "ipcmk -M 4096 >/dev/null"}
+
+
+@pytest.mark.parametrize("leftover", LEFTOVERS.values(), ids=LEFTOVERS.keys())
+def test_the_reset_ends_the_sequence_when_something_is_left(grader: Grader, leftover: str) -> None:
+    """What the supervisor cannot remove (here left by root from outside, through `docker exec`, while a task
+    runs) ends the sequence: the end line says `closed` and the container exits, so no next task meets it."""
+    name = f"wpbench-test-reset-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen([*grader.argv("--name", name), "--sequence"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(json.dumps(task("sleep( 3 );", PROBE_CHECK, timeout_seconds=10)) + "\n")
+        proc.stdin.flush()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ps = subprocess.run(["docker", "top", name], capture_output=True, text=True, check=False)
+            if "runner.php" in ps.stdout:
+                break
+            time.sleep(0.2)
+        subprocess.run(["docker", "exec", "-u", "0", name, "/bin/sh", "-c", leftover], check=True, timeout=30)
+        out, err = proc.communicate(timeout=60)  # closes stdin: a sequence still `ready` would then end, unreset
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[1] == "wpbench-end 0 closed", out + err
+    assert "sequence closed after 1 tasks" in err, err
