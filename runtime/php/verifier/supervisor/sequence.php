@@ -47,7 +47,13 @@ function sequence( array $info, string $mode ): int {
 			[ $verdict, $exit_code ] = grade( static fn(): string => $line, $info, $mode, $laid_out );
 			$exit_code = conclude( $verdict, $exit_code );
 			++$graded;
-			$left = STOPPED_EXIT === $exit_code ? 'stopped from outside' : reset_container();
+			try {
+				$left = STOPPED_EXIT === $exit_code ? 'stopped from outside' : reset_container();
+			} catch ( Terminated $e ) {
+				throw $e;
+			} catch ( \Throwable $e ) { // e.g. a tree too deep to walk: the container is not reused
+				$left = 'the reset failed: ' . $e->getMessage();
+			}
 			if ( '' === $left ) {
 				try {
 					prepare_site( $mode, $info );
@@ -116,8 +122,12 @@ function reset_container(): string {
 
 /** The pids in /proc other than this process. @return list<string> */
 function other_processes(): array {
+	$names = @\scandir( '/proc' ); // phpcs:ignore
+	if ( false === $names ) {
+		return array( '(/proc unreadable)' );
+	}
 	$others = array();
-	foreach ( (array) \scandir( '/proc' ) as $name ) {
+	foreach ( $names as $name ) {
 		if ( 1 === \preg_match( '/^[0-9]+$/', (string) $name ) && (int) $name !== \getmypid() ) {
 			$others[] = (string) $name;
 		}
@@ -127,8 +137,12 @@ function other_processes(): array {
 
 /** Removes everything inside $dir (not $dir itself); a directory a candidate closed is opened first. */
 function empty_dir( string $dir ): void {
-	foreach ( (array) @\scandir( $dir ) as $name ) { // phpcs:ignore
-		if ( '.' === $name || '..' === $name || '' === $name ) {
+	$names = @\scandir( $dir ); // phpcs:ignore
+	if ( false === $names ) {
+		return; // what is left there fails the check after the reset
+	}
+	foreach ( $names as $name ) {
+		if ( '.' === $name || '..' === $name ) {
 			continue;
 		}
 		$path = "$dir/$name";
