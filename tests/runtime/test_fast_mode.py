@@ -335,7 +335,11 @@ def test_the_probe_sees_each_trace_within_one_run(grader: Grader, fresh: dict[st
     assert VISIBLE_IN_ONE_RUN[name] <= differs, differs
 
 
-LEFTOVERS = {"process": "sleep 600 &", "file": "mkdir /tmp/roots && touch /tmp/roots/file", "ipc": "ipcmk -M 4096 >/dev/null"}
+LEFTOVERS = {
+    "process": "sleep 600 &",
+    "file": "mkdir /tmp/roots && touch /tmp/roots/file",
+    "ipc": "ipcmk -M 4096 >/dev/null",
+}
 
 
 @pytest.mark.parametrize("leftover", LEFTOVERS.values(), ids=LEFTOVERS.keys())
