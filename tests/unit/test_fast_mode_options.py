@@ -15,11 +15,16 @@ from wpbench_k8s.config import load_config
 from wpbench_k8s.errors import ExecutorError
 from wpbench_k8s.executor.kubernetes import KubernetesExecutor
 from wpbench_k8s.manifest import GraderSpec, RunManifest
-from wpbench_k8s.outputs import run_metadata
 from wpbench_k8s.pipeline import plan_run
+from wpbench_k8s.summary import CacheFacts, RunFacts, build_summary
 
 REPO = Path(__file__).resolve().parents[2]
 MINI = REPO / "tests" / "fixtures" / "suites" / "mini"
+
+
+def metadata(manifest: RunManifest) -> dict[str, object]:
+    facts = RunFacts(executor="docker", started_at="", finished_at="", cache=CacheFacts(enabled=False))
+    return build_summary(manifest, [], facts).metadata.model_dump()
 
 
 def plan(isolation: str | None) -> RunManifest:
@@ -31,7 +36,7 @@ def test_the_default_is_a_container_per_test_and_stays_out_of_the_manifest() -> 
     manifest = plan(None)
     assert manifest.grader.execution_isolation == "reset_per_test"
     assert "execution_isolation" not in manifest.model_dump(mode="json")["grader"]  # old digests stay valid
-    meta = run_metadata(manifest, executor="docker", started_at="", finished_at="")
+    meta = metadata(manifest)
     assert (meta["runtime_isolation_boundary"], meta["execution_isolation"], meta["publishable"]) == (
         "container_per_test", "reset_per_test", True)  # fmt: skip
 
@@ -44,7 +49,7 @@ def test_fast_mode_is_in_the_manifest_the_cache_key_and_the_metadata() -> None:
     assert task is not None and verdict_key(fast, task) != verdict_key(default, task)
     fast.run_id = default.run_id = fast.created_at = default.created_at = "same"  # type: ignore[assignment]
     assert fast.digest() != default.digest()  # --resume compares digests: a run never mixes the two
-    meta = run_metadata(fast, executor="docker", started_at="", finished_at="")
+    meta = metadata(fast)
     assert (meta["runtime_isolation_boundary"], meta["execution_isolation"], meta["publishable"]) == (
         "process_per_test", "fork_per_test", False)  # fmt: skip
 
