@@ -52,3 +52,31 @@ def test_bench_reports_a_missing_image(grader_image: str) -> None:
         check=False,
     )
     assert proc.returncode == 2 and "not found" in proc.stdout
+
+
+def test_the_cpu_of_removed_graders_is_read_from_their_parent_cgroup(grader_image: str) -> None:
+    """make bench's grader CPU: containers under a parent cgroup of the bench's own, read after their removal,
+    in both isolations (the figure is every grader container's CPU, which no scheduling can avoid)."""
+    import secrets
+
+    from wpbench_gradebench.__main__ import TRIVIAL_TASK, cgroup_cpu_seconds, remove_cgroup
+    from wpbench_k8s.executor.docker import DockerExecutor
+    from wpbench_k8s.manifest import GraderSpec
+    from wpbench_k8s.outcome import Scored, decide_outcome
+
+    for isolation in ("reset_per_test", "fork_per_test"):
+        executor = DockerExecutor(GraderSpec(image=grader_image, execution_isolation=isolation), "bench-test")  # type: ignore[arg-type]
+        executor.cgroup_parent = f"/wpbench-bench-test-{secrets.token_hex(4)}"
+        executor.preflight()
+        try:
+            for _ in range(2):
+                decision = decide_outcome(executor.run_grader(TRIVIAL_TASK))
+                assert isinstance(decision, Scored) and decision.verdict.status == "passed", decision
+        finally:
+            executor.cleanup()
+        cpu = cgroup_cpu_seconds(executor.cgroup_parent)
+        remove_cgroup(executor.cgroup_parent)
+        if cpu is None:
+            pytest.skip("no cgroup hierarchy readable here (cgroup v1 cpuacct or v2 cpu.stat)")
+        assert cpu > 0.05, (isolation, cpu)  # two gradings: at least WordPress's boot twice
+        assert cgroup_cpu_seconds(executor.cgroup_parent) is None  # and the bench's cgroup is gone again
