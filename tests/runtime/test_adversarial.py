@@ -1,6 +1,6 @@
 """The adversarial suite: hostile candidates (hostile.py, hostile_sandbox.py) against a test whose
 expected values are fresh random tokens. Each must get its exact status, pass no assertion, leave
-exactly one verdict on stdout, and end within its timeout + 5 s, in both boot modes: with the
+exactly one verdict on stdout, and never outlive its stop, in both boot modes: with the
 pre-boot (the runner boots WordPress before the task arrives, as in production) and without it
 (`WPBENCH_PREBOOT=0`: the runner starts once the task has come), with identical statuses; and in fast mode
 (`fork_per_test`: a few containers grading them one after another), with the identical status, exit code
@@ -133,7 +133,9 @@ def test_hostile_candidate(
         assert value not in g.verdict.stdout and value not in g.verdict.stderr
     raw = json.dumps(g.raw, ensure_ascii=False)
     assert "\u2028" not in json.dumps(g.raw) and ("\u2028" not in raw or hostile.name == "line-separators")
-    assert g.wall <= hostile.timeout + 5, f"{hostile.name} took {g.wall:.1f} s"
+    # A hang, not a speed (the status says the timeout was enforced; speed is make bench's): a bound a loaded
+    # CI machine cannot miss unless the candidate outlived its stop.
+    assert g.wall <= 3 * hostile.timeout + 60, f"{hostile.name} took {g.wall:.1f} s"
 
 
 @pytest.mark.parametrize("mode", MODES)
