@@ -45,6 +45,7 @@ class GraderSpec(BaseModel):
     image: str = "wpbench-grader:dev"
     image_id: str = ""  # resolved content id (sha256:...) recorded in results
     timeout_seconds: float = Field(default=90.0, gt=0)
+    setup_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)  # the trusted phase (GradeTask's)
     # Extra wall time the backend allows beyond timeout_seconds for container start and
     # teardown before it gives up on the container itself.
     grace_seconds: float = Field(default=30.0, ge=0)

@@ -141,7 +141,8 @@ def plan_run(
     if not selected:
         raise InputError("selection: no tests selected (check --test-type, --category, --test-id)")
     grader = grader or GraderSpec(
-        image=config.grader.image, timeout_seconds=config.grader.timeout_seconds, limits=config.grader.limits,
+        image=config.grader.image, timeout_seconds=config.grader.timeout_seconds,
+        setup_timeout_seconds=config.grader.setup_timeout_seconds, limits=config.grader.limits,
         execution_isolation=config.run.execution_isolation,
     )  # fmt: skip
     skills = skills or []

@@ -67,6 +67,7 @@ def task_for(test: ExecutionTest, grader: GraderSpec, profile: ProfileName = "wp
         runtime_checks=runtime,
         test_function=test.test_function,
         timeout_seconds=min(test.timeout_seconds or grader.timeout_seconds, grader.timeout_seconds),
+        setup_timeout_seconds=grader.setup_timeout_seconds,
     )
 
 

@@ -123,6 +123,15 @@ class GradeTask(_Strict):
     runtime_checks: RuntimeChecks = Field(default_factory=RuntimeChecks)
     test_function: str | None = None
     timeout_seconds: float = Field(default=90.0, gt=0, le=3600)
+    # The trusted phase before any candidate code runs (WordPress's boot and the test's setup) must end
+    # within this; timeout_seconds starts when it has. An overrun is a harness_error (exit 2), never the
+    # candidate's, as upstream's grader.setup_timeout_seconds fails set-up instead of scoring it.
+    setup_timeout_seconds: float = Field(default=60.0, gt=0, le=3600)
+
+    @property
+    def budget_seconds(self) -> float:
+        """The longest the grader itself may run: the trusted phase's bound plus the candidate's."""
+        return self.timeout_seconds + self.setup_timeout_seconds
 
 
 class PatternResult(_Strict):

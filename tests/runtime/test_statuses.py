@@ -31,6 +31,18 @@ TASKS: dict[str, object] = {
         "echo 'CANDIDATE-RAN';", OK, runtime={"setup": "throw new LogicException( 'fixture broke' );", **TEARDOWN}
     ),
     "setup_exits": task("echo 'CANDIDATE-RAN';", OK, runtime={"setup": "exit( 1 );"}),
+    # The trusted phase has its own bound: a setup that overruns it is the harness's, and a slow setup
+    # inside it is not charged to the candidate's timeout_seconds.
+    "setup_overruns": task(
+        "echo 'CANDIDATE-RAN';", OK, setup_timeout_seconds=1.5, runtime={"setup": "while ( true ) {}", **TEARDOWN}
+    ),
+    "slow_setup_within_its_bound": task(
+        "function f() { return 1; }",
+        CALLS_F,
+        timeout_seconds=1.5,
+        setup_timeout_seconds=30,
+        runtime={"setup": "usleep( 2500000 );"},
+    ),
     "assertion_fails_then_teardown": task(
         "function f() { return 2; }",
         CALLS_F,
@@ -69,6 +81,7 @@ BAD_TASKS: dict[str, object] = {
     "empty": "",
     "missing_test_id": {"code": "echo 1;"},
     "wrong_type": {"test_id": "x", "code": "echo 1;", "timeout_seconds": "fast"},
+    "no_setup_time": {"test_id": "x", "code": "echo 1;", "setup_timeout_seconds": 0},
     "negative_weight": task("", {"type": "custom_assertion", "code": "return true;", "weight": -1}),
     "extra_field": {"test_id": "x", "code": "", "surprise": True},
     "missing_code": {"test_id": "x"},
@@ -149,7 +162,18 @@ def test_timeout(graded: dict[str, Graded], name: str) -> None:
     where = "candidate code" if name == "timeout" else "assertion 1 (returns_value)"
     check(g, "timeout", f"timed out after 1.5 s in {where}")
     assert g.verdict.scores.runtime == 0.0
-    assert g.verdict.duration_ms >= 1500  # the budget starts once WordPress has booted
+    assert g.verdict.duration_ms >= 1500  # the budget starts once setup has reported
+
+
+def test_setup_overrun_is_a_harness_error_before_the_candidate(graded: dict[str, Graded]) -> None:
+    g = graded["setup_overruns"]
+    check(g, "harness_error", "setup did not complete: timed out after 1.5 s (setup_timeout_seconds", exit_code=2)
+    assert "CANDIDATE-RAN" not in g.verdict.stdout and g.verdict.phases["candidate"] == "not run"
+
+
+def test_a_slow_setup_is_not_charged_to_the_candidate(graded: dict[str, Graded]) -> None:
+    # 2.5 s of setup beside a 1.5 s timeout_seconds: the candidate's clock starts after setup.
+    check(graded["slow_setup_within_its_bound"], "passed", "all 1 assertions passed")
 
 
 def test_parse_error_is_a_failure_with_the_parser_message(graded: dict[str, Graded]) -> None:
@@ -218,6 +242,7 @@ def test_output_streams_are_capped(graded: dict[str, Graded]) -> None:
         ("empty", "task: empty input"),
         ("missing_test_id", "test_id: field required"),
         ("wrong_type", "timeout_seconds: must be a number"),
+        ("no_setup_time", "setup_timeout_seconds: must be greater than 0 and at most 3600"),
         ("negative_weight", "runtime_checks.assertions[0].weight: must be a number >= 0"),
         ("extra_field", "surprise: extra field not permitted"),
         ("missing_code", "code: required when artifact_kind is php_snippet"),

@@ -22,6 +22,17 @@ def test_reference_manifest_is_content_addressed_and_stable(mini_suite):
     assert c.digest() != a.digest()
 
 
+def test_setup_timeout_reaches_every_task_and_the_walls_around_it(mini_suite):
+    # grader.setup_timeout_seconds (upstream's key) bounds each grader's trusted phase; the executors'
+    # outer deadlines allow for it on top of the candidate's timeout.
+    manifest = plan_run(config_for(mini_suite, **{"grader.setup_timeout_seconds": 7.5}), "reference")
+    assert manifest.grader.setup_timeout_seconds == 7.5
+    tasks = [item.task for item in manifest.items if item.task is not None]
+    assert tasks and all(t.setup_timeout_seconds == 7.5 and t.budget_seconds == t.timeout_seconds + 7.5 for t in tasks)
+    default = plan_run(config_for(mini_suite), "reference")
+    assert {item.task.setup_timeout_seconds for item in default.items if item.task is not None} == {60.0}
+
+
 def test_judge_travels_in_the_manifest(mini_suite, tmp_path):
     comp = tmp_path / "c.jsonl"
     comp.write_text('{"test_id": "mini-hooks-001", "model": "m", "code": "return;"}\n')

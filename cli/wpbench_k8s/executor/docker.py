@@ -402,7 +402,7 @@ class DockerExecutor(Executor):
             self._remove_quietly(container)
 
     def run_grader(self, task: GradeTask) -> GraderFacts:
-        wall = task.timeout_seconds + self.spec.grace_seconds
+        wall = task.budget_seconds + self.spec.grace_seconds
         started = time.monotonic()
         deadline = started + wall
 
@@ -529,7 +529,7 @@ class DockerExecutor(Executor):
             return ""
 
     def _wall(self, task: GradeTask) -> float:
-        return task.timeout_seconds + self.spec.grace_seconds
+        return task.budget_seconds + self.spec.grace_seconds
 
     def cleanup(self) -> int:
         """Close the executor and remove every container of the run that is still there (spares, graders

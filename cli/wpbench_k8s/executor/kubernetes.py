@@ -103,14 +103,14 @@ class KubernetesExecutor(Executor):
             name=name,
             namespace=self.namespace,
             spec=self.spec,
-            task_timeout=task.timeout_seconds,
+            task_timeout=task.budget_seconds,
             task_source=TaskSource(name, "task.json"),
             labels=labels,
             annotations={ANNOTATION_TEST_ID: task.test_id},
             start_seconds=self.start_seconds,
         )
         # The Job's own deadline ends it; this only guards against a Job controller that is not running.
-        patience = attempt_deadline_seconds(self.spec, task.timeout_seconds) + self.start_seconds + 60
+        patience = attempt_deadline_seconds(self.spec, task.budget_seconds) + self.start_seconds + 60
         try:
             kube.create(CONFIG_MAPS, self.namespace, to_dict(cm))
             kube.create(JOBS, self.namespace, to_dict(job))

@@ -86,7 +86,8 @@ def _quantity_cpu(cpus: float) -> str:
 
 
 def attempt_deadline_seconds(spec: GraderSpec, task_timeout: float) -> int:
-    """Pod activeDeadlineSeconds (counted from the pod's start): the task's timeout plus the spec's grace."""
+    """Pod activeDeadlineSeconds (counted from the pod's start): the task's budget (setup and candidate
+    timeouts) plus the spec's grace."""
     return max(1, math.ceil(task_timeout + spec.grace_seconds))
 
 
@@ -344,7 +345,7 @@ def item_job(
         name=job_name(settings.name, item.item_id, attempt),
         namespace=settings.namespace,
         spec=manifest.grader,
-        task_timeout=item.task.timeout_seconds,
+        task_timeout=item.task.budget_seconds,
         task_source=task_source,
         labels=grader_labels(
             settings.name, test_id=item.test_id, model=item.model, item_id=item.item_id, attempt=attempt

@@ -16,9 +16,6 @@ const RUNNER       = '/opt/wpbench/verifier/runner/runner.php';
 const OUTPUT_CAP   = 1048576;
 // After "done" (or "ended") the runner gets this long to exit before it is killed.
 const EXIT_GRACE_SECONDS = 2.0;
-// WordPress must boot within this; the task's timeout_seconds starts when it has (so a slow
-// host or a cold page cache never turns into a candidate timeout).
-const BOOT_ALLOWANCE_SECONDS = 20.0;
 // Functions the runner may not call: no processes, no signals, no resource enumeration, no mail.
 const DISABLED_FUNCTIONS = array(
 	'exec', 'shell_exec', 'system', 'passthru', 'proc_open', 'popen', 'proc_close', 'proc_get_status',
@@ -156,12 +153,14 @@ function stop_runner( array $runner ): void {
 
 /**
  * Sends a started runner its job and runs it to completion, to the timeout, or until it has said its
- * last word. WordPress's boot allowance counts from here, when the task has arrived.
+ * last word. The trusted phase (WordPress's boot and the test's setup) gets $setup_timeout from here,
+ * when the task has arrived; $timeout starts when setup has reported, so neither a slow host nor a slow
+ * fixture is ever charged to the candidate, and an overrun before it is the harness's (verdict.php).
  *
  * @param array{proc: resource, pipes: array<int, resource>, pid: int} $runner
  * @return array{protocol: Protocol, stdout: Capture, stderr: Capture, timed_out: bool, exit_code: ?int, signal: ?int, ms: int, exit_ms: ?int}
  */
-function run_runner( array $runner, array $job, float $timeout, bool $has_test_function, ?Protocol &$protocol = null ): array {
+function run_runner( array $runner, array $job, float $timeout, float $setup_timeout, bool $has_test_function, ?Protocol &$protocol = null ): array {
 	$nonce    = \bin2hex( \random_bytes( 32 ) );
 	$protocol = new Protocol( $nonce, $has_test_function, \count( $job['assertions'] ) );
 	$stdin    = $nonce . "\n" . \json_encode( $job, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE | \JSON_THROW_ON_ERROR );
@@ -171,8 +170,8 @@ function run_runner( array $runner, array $job, float $timeout, bool $has_test_f
 	$pipes    = $runner['pipes'];
 	$pid      = $runner['pid'];
 	$captures = array( 1 => new Capture(), 2 => new Capture() );
-	$deadline  = $start + BOOT_ALLOWANCE_SECONDS;
-	$booted    = false;
+	$deadline  = $start + $setup_timeout;
+	$trusted   = true;
 	$timed_out   = false;
 	$status      = null;
 	$finished_at = null;
@@ -183,8 +182,8 @@ function run_runner( array $runner, array $job, float $timeout, bool $has_test_f
 		$open = array( 1 => $pipes[1], 2 => $pipes[2], 3 => $pipes[3] );
 		while ( true ) {
 			$now = \microtime( true );
-			if ( ! $booted && null !== $protocol->first( 'booted' ) ) {
-				$booted   = true;
+			if ( $trusted && null !== $protocol->first( 'setup' ) ) {
+				$trusted  = false;
 				$deadline = $now + $timeout;
 			}
 			if ( $protocol->finished ) {

@@ -89,7 +89,7 @@ function validate_task( string $raw ): array {
 		throw new TaskError( '', 'must be a JSON object, got ' . json_type( $doc ) );
 	}
 	$fields = (array) $doc;
-	only_keys( $fields, '', array( 'contract_version', 'test_id', 'artifact_kind', 'code', 'files', 'static_checks', 'runtime_checks', 'test_function', 'timeout_seconds' ) );
+	only_keys( $fields, '', array( 'contract_version', 'test_id', 'artifact_kind', 'code', 'files', 'static_checks', 'runtime_checks', 'test_function', 'timeout_seconds', 'setup_timeout_seconds' ) );
 
 	$task = array();
 	if ( \array_key_exists( 'contract_version', $fields ) && '1' !== $fields['contract_version'] ) {
@@ -159,14 +159,17 @@ function validate_task( string $raw ): array {
 		$task['test_function_name'] = \ltrim( $m[1], '\\' );
 	}
 
-	$timeout = $fields['timeout_seconds'] ?? 90.0;
-	if ( ! \is_int( $timeout ) && ! \is_float( $timeout ) ) {
-		throw new TaskError( 'timeout_seconds', 'must be a number, got ' . json_type( $timeout ) );
+	// timeout_seconds bounds the candidate phase; setup_timeout_seconds the trusted phase before it.
+	foreach ( array( 'timeout_seconds' => 90.0, 'setup_timeout_seconds' => 60.0 ) as $key => $default ) {
+		$timeout = $fields[ $key ] ?? $default;
+		if ( ! \is_int( $timeout ) && ! \is_float( $timeout ) ) {
+			throw new TaskError( $key, 'must be a number, got ' . json_type( $timeout ) );
+		}
+		if ( $timeout <= 0 || $timeout > 3600 ) {
+			throw new TaskError( $key, 'must be greater than 0 and at most 3600' );
+		}
+		$task[ $key ] = (float) $timeout;
 	}
-	if ( $timeout <= 0 || $timeout > 3600 ) {
-		throw new TaskError( 'timeout_seconds', 'must be greater than 0 and at most 3600' );
-	}
-	$task['timeout_seconds'] = (float) $timeout;
 	return $task;
 }
 

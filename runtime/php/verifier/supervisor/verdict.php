@@ -75,13 +75,22 @@ function decide( Outcome $o ): void {
  * anything that goes wrong once candidate code could act is its failure: a protocol violation or a
  * crash is error, the timeout is timeout; else failed for each thing that did not hold, or passed.
  */
+/** Why a run that timed out before setup reported is the harness's: the trusted phase's own bound. */
+function setup_overrun( array $task ): string {
+	return 'timed out after ' . seconds( $task['setup_timeout_seconds'] ) . ' s (setup_timeout_seconds: the boot and the test\'s setup, before any candidate code)';
+}
+
+function seconds( float $value ): string {
+	return \rtrim( \rtrim( \sprintf( '%.3f', $value ), '0' ), '.' );
+}
+
 function outcome_of( Happened $h, array $task ): array {
 	if ( null !== $h->violation && ! $h->violation_after_setup ) {
 		return array( 'harness_error', "verifier error before candidate code ran: event protocol violated ({$h->violation})", TASK_BROKEN_EXIT );
 	}
 	$booted = $h->booted;
 	if ( null === $booted ) {
-		$detail = $h->timed_out ? 'timed out after ' . BOOT_ALLOWANCE_SECONDS . ' s' : crash_reason( $h->run, 'WordPress boot' )[1];
+		$detail = $h->timed_out ? setup_overrun( $task ) : crash_reason( $h->run, 'WordPress boot' )[1];
 		return array( 'harness_error', "WordPress did not boot: $detail" . stderr_tail( $h->run ), TASK_BROKEN_EXIT );
 	}
 	if ( true !== ( $booted['sandbox'] ?? null ) ) {
@@ -91,7 +100,7 @@ function outcome_of( Happened $h, array $task ): array {
 		return array( 'harness_error', 'WordPress booted without the SQLite drop-in or the baseline site', TASK_BROKEN_EXIT );
 	}
 	if ( null === $h->setup ) {
-		$detail = $h->timed_out ? 'timed out after ' . $task['timeout_seconds'] . ' s' : crash_reason( $h->run, 'setup' )[1];
+		$detail = $h->timed_out ? setup_overrun( $task ) : crash_reason( $h->run, 'setup' )[1];
 		return array( 'harness_error', "setup did not complete: $detail", TASK_BROKEN_EXIT );
 	}
 	if ( ! $h->setup['ok'] ) {
@@ -103,7 +112,7 @@ function outcome_of( Happened $h, array $task ): array {
 	}
 	$where = phase_label( $h->stopped, $task );
 	if ( $h->timed_out ) {
-		return array( 'timeout', 'timed out after ' . \rtrim( \rtrim( \sprintf( '%.3f', $task['timeout_seconds'] ), '0' ), '.' ) . " s in $where", 0 );
+		return array( 'timeout', 'timed out after ' . seconds( $task['timeout_seconds'] ) . " s in $where", 0 );
 	}
 	$crashed = ! $h->finished;
 	if ( $crashed && 'finish' !== $h->stopped && 'teardown' !== $h->stopped ) {
