@@ -7,6 +7,7 @@ Nothing here calls a model or a grader.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,16 @@ class CandidateSource(Protocol):
 
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "x"
+
+
+def label_slug(text: str) -> str:
+    """A slug that stays unique for long labels: cut to 40 characters, two evasions of one long
+    forbidden name (`...-case-comment`, `...-string`) would share an item id; such a label keeps its
+    first 31 characters and a digest of the whole label instead."""
+    full = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "x"
+    if len(full) <= 40:
+        return full
+    return f"{full[:31].rstrip('-')}-{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
 def task_for(test: ExecutionTest, grader: GraderSpec, profile: ProfileName = "wpbench") -> GradeTask:
@@ -109,7 +120,7 @@ class ExploitSource:
                         items.append(_item(plan, test, cand, item_id=item_id, model=EXPLOIT_MODEL, variant=label))
                 continue
             for cand in exploit_battery(test):
-                item_id = f"{test.id}--{slug(cand.label.removeprefix('exploit:'))}"
+                item_id = f"{test.id}--{label_slug(cand.label.removeprefix('exploit:'))}"
                 items.append(_item(plan, test, cand, item_id=item_id, model=EXPLOIT_MODEL, variant=cand.label))
         return items
 
