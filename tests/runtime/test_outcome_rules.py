@@ -25,7 +25,8 @@ def cases(grader_image: str) -> dict[str, Any]:
     ("case", "status", "exit_code", "fragment"),
     [
         ("violation_before_setup", "harness_error", 2, "before candidate code ran"),
-        ("boot_timed_out", "harness_error", 2, "WordPress did not boot: timed out"),
+        ("boot_timed_out", "harness_error", 2, "WordPress did not boot: timed out after 4 s (setup_timeout_seconds"),
+        ("setup_timed_out", "harness_error", 2, "setup did not complete: timed out after 4 s (setup_timeout_seconds"),
         ("setup_failed", "harness_error", 2, "setup failed: boom"),
         ("violation_after_setup", "error", 0, "once candidate code could act"),
         ("timed_out_in_candidate", "timeout", 0, "timed out after 2.5 s in candidate code"),

@@ -10,7 +10,7 @@ require '/src/verifier/supervisor/verdict.php';
 
 const NONCE = 'abababababababababababababababababababababababababababababababab';
 const BOOTED = array( 'event' => 'booted', 'ms' => 100, 'sandbox' => true, 'sqlite_dropin' => true, 'installed' => true );
-const TASK = array( 'timeout_seconds' => 2.5, 'test_function_name' => null, 'assertions' => array( array( 'type' => 'option_value' ) ) );
+const TASK = array( 'timeout_seconds' => 2.5, 'setup_timeout_seconds' => 4.0, 'test_function_name' => null, 'assertions' => array( array( 'type' => 'option_value' ) ) );
 
 /** A runner run that sent `events` (and then exited as told). */
 function ran( array $events, ?int $signal = null, string $stderr = '' ): array {
@@ -54,6 +54,7 @@ $cases     = array(
 	'violation_before_setup' => facts( ran( array( $hello, BOOTED, $cand_ok ) ) ),
 	'boot_timed_out'         => facts( ran( array( $hello ) ), array( 'timed_out' => true ) ),
 	'setup_failed'           => facts( ran( array( $hello, BOOTED, array( 'event' => 'setup', 'ok' => false, 'error' => 'boom' ) ) ) ),
+	'setup_timed_out'        => facts( ran( array( $hello, BOOTED ) ), array( 'timed_out' => true ) ),
 	'violation_after_setup'  => facts( ran( array( $hello, BOOTED, $setup_ok, array( 'event' => 'done' ) ) ) ),
 	'timed_out_in_candidate' => facts( ran( array( $hello, BOOTED, $setup_ok ) ), array( 'timed_out' => true ) ),
 	'exit_in_candidate'      => facts( ran( array( $hello, BOOTED, $setup_ok, array( 'event' => 'ended' ) ) ) ),
