@@ -56,12 +56,12 @@ def test_usage_errors_exit_2_and_help_exits_0():
 
 def test_upstream_keys_with_no_effect_are_warned_about_and_the_run_goes_on(tmp_path, mini_suite):
     cfg = tmp_path / "wp-bench.yaml"
-    cfg.write_text("run:\n  execution_isolation: reset_per_test\n")
+    cfg.write_text("grader:\n  container_name: wpbench-grader\n")
     code, _, err = cli(
         "run", "--config", str(cfg), "--dataset-path", str(mini_suite), "--check-reference-solution", "--dry-run"
     )
     assert code == 0, err
-    assert "warning: run.execution_isolation has no effect here" in err
+    assert "warning: grader.container_name has no effect here" in err
 
 
 def test_console_script_starts_without_model_libraries():
