@@ -90,6 +90,9 @@ class Record(BaseModel):
     # admin pinned the suite with it (wpbench_k8s.verified). Absent (not null) from a local run's records.
     suite_digest: str | None = Field(default=None, exclude_if=lambda v: v is None)
     suite_verified: bool | None = Field(default=None, exclude_if=lambda v: v is None)
+    # On a cluster: the grader image the controller resolved the manifest's tag to, and every grader pod of
+    # the run ran (`kube.objects.pinned_image`); absent when it could not be resolved, and from local runs.
+    grader_image_id: str | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="before")
     @classmethod

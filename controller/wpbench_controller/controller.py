@@ -14,11 +14,14 @@ import logging
 import threading
 import time
 from collections.abc import Iterable
+from functools import partial
 from typing import Any
 
 from wpbench_controller.generation import GenerationPool
+from wpbench_controller.logs import reconciling
+from wpbench_controller.metrics import Metrics
 from wpbench_controller.reconciler import Options, Reconciler
-from wpbench_k8s.kube.client import JOBS, RUNS, Kind, Kube, Watcher
+from wpbench_k8s.kube.client import JOBS, RUNS, Kind, Kube, Watcher, WatchEvent
 from wpbench_k8s.kube.names import LABEL_RUN, managed_graders_selector
 
 log = logging.getLogger(__name__)
@@ -83,8 +86,11 @@ class Controller:
         resync_seconds: float = 30.0,
         model_workers: int = 4,
         liveness_seconds: float = 300.0,
+        metrics: Metrics | None = None,
     ) -> None:
+        """`metrics`: fed from the watches and the work loop (give the same to `kube` as its observer)."""
         self.kube = kube
+        self.metrics = metrics or Metrics()
         self.namespaces = list(namespaces)
         self.queue = WorkQueue()
         self.generations = GenerationPool(model_workers, notify=self.queue.add)
@@ -102,27 +108,30 @@ class Controller:
         return time.monotonic() - self._beat < self.liveness_seconds
 
     # ---- watches --------------------------------------------------------------------------
-    def _follow(self, watcher: Watcher, on_object: Any) -> None:
+    def _follow(self, watcher: Watcher, on_event: Any) -> None:
         for event in watcher:
-            on_object(event.object)
+            on_event(event)
 
     def _start_watches(self) -> None:
+        metrics = self.metrics
         for ns in self.namespaces:
 
-            def on_run(obj: dict[str, Any], ns: str = ns) -> None:
-                self.queue.add((ns, obj["metadata"]["name"]))
+            def on_run(event: WatchEvent, ns: str = ns) -> None:
+                metrics.run_event(ns, event)
+                self.queue.add((ns, event.object["metadata"]["name"]))
 
-            def on_job(obj: dict[str, Any], ns: str = ns) -> None:
-                run = (obj["metadata"].get("labels") or {}).get(LABEL_RUN)
+            def on_job(event: WatchEvent, ns: str = ns) -> None:
+                metrics.job_event(ns, event)
+                run = (event.object["metadata"].get("labels") or {}).get(LABEL_RUN)
                 if run:
                     self.queue.add((ns, run))
 
-            watches: list[tuple[str, Kind, str | None, Any]] = [
-                ("runs", RUNS, None, on_run),
-                ("jobs", JOBS, managed_graders_selector(), on_job),
+            watches: list[tuple[str, Kind, str | None, Any, Any]] = [
+                ("runs", RUNS, None, on_run, partial(metrics.runs_listed, ns)),
+                ("jobs", JOBS, managed_graders_selector(), on_job, partial(metrics.jobs_listed, ns)),
             ]
-            for what, kind, selector, handler in watches:
-                watcher = Watcher(self.kube, kind, ns, selector=selector)
+            for what, kind, selector, handler, listed in watches:
+                watcher = Watcher(self.kube, kind, ns, selector=selector, on_list=listed)
                 self._watchers.append(watcher)
                 self._spawn(f"watch-{what}-{ns}", self._follow, watcher, handler)
 
@@ -155,13 +164,18 @@ class Controller:
             key = self.queue.get(timeout=0.5)
             if key is None:
                 continue
+            started = time.monotonic()
             try:
-                again = self.reconciler.reconcile(*key)
+                with reconciling(*key):
+                    again = self.reconciler.reconcile(*key)
                 failures.pop(key, None)
+                self.metrics.reconciled(time.monotonic() - started, ok=True)
             except Exception:
+                self.metrics.reconciled(time.monotonic() - started, ok=False)
                 n = failures[key] = failures.get(key, 0) + 1
                 again = min(30.0, 0.5 * 2**n)
-                log.exception("reconcile %s/%s failed (attempt %d); retrying in %.1fs", *key, n, again)
+                with reconciling(*key):
+                    log.exception("reconcile %s/%s failed (attempt %d); retrying in %.1fs", *key, n, again)
             if again is not None:
                 self.queue.add(key, after=again)
         self.generations.shutdown()

@@ -3,14 +3,14 @@
 In a pod it uses the service account; elsewhere a kubeconfig (`--kubeconfig`, `KUBECONFIG`).
 On `--health-port`: `/readyz` answers 200 once the watches run; `/healthz` (liveness) answers 200
 while the reconcile loop keeps coming round (every API request has a timeout, so a hung connection
-cannot stop it unseen), 503 once it has not for `--liveness-seconds`.
+cannot stop it unseen), 503 once it has not for `--liveness-seconds`; `/metrics`: Prometheus metrics
+(`wpbench_controller.metrics`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import signal
 import sys
@@ -18,7 +18,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
+from wpbench_controller import logs
 from wpbench_controller.controller import Controller
+from wpbench_controller.metrics import CONTENT_TYPE, Metrics
 from wpbench_controller.reconciler import Options
 from wpbench_k8s import __version__
 from wpbench_k8s.errors import WPBenchError
@@ -91,6 +93,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between counter-only status writes")
     parser.add_argument("--health-port", type=int, default=int(env("WPBENCH_HEALTH_PORT", "8080")), help="0 disables")
     parser.add_argument("--log-level", default=env("WPBENCH_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-format",
+        default=env("WPBENCH_LOG_FORMAT", "text"),
+        choices=logs.FORMATS,
+        help="json: one JSON object per line (time, level, logger, message, namespace and run when known)",
+    )
     args = parser.parse_args(argv)
     try:
         args.placement = parse_placement(json.loads(args.grader_placement), "--grader-placement")
@@ -111,6 +119,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def _serve_health(port: int, controller: Controller) -> ThreadingHTTPServer:
     class Health(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if self.path.split("?")[0] == "/metrics":
+                body = controller.metrics.render()
+                self.send_response(200)
+                self.send_header("Content-Type", CONTENT_TYPE)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             if self.path == "/healthz":
                 ok = controller.alive()
             elif self.path == "/readyz":
@@ -131,9 +147,8 @@ def _serve_health(port: int, controller: Controller) -> ThreadingHTTPServer:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
+    logs.configure(args.log_level, args.log_format)
+    metrics = Metrics()
     try:
         api = api_client(args.kubeconfig, args.context, user_agent=USER_AGENT)
     except WPBenchError as exc:
@@ -150,12 +165,13 @@ def main(argv: list[str] | None = None) -> None:
         trusted_suites=args.pins,
     )
     controller = Controller(
-        Kube(api),
+        Kube(api, observer=metrics),
         args.namespaces,
         options=options,
         resync_seconds=args.resync_seconds,
         model_workers=args.model_workers,
         liveness_seconds=args.liveness_seconds,
+        metrics=metrics,
     )
     health = _serve_health(args.health_port, controller) if args.health_port else None
 

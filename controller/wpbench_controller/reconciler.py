@@ -298,7 +298,7 @@ class Reconciler:
                 self.warnings.warn(namespace, claimed_name, claimed_uid, IGNORED, message)
 
         verdicts = RunVerdicts(self.kube, namespace, payload.manifest, index, enabled, image_id, payload.items,
-                               report=report)  # fmt: skip
+                               report=report, stamp=results.stamp)  # fmt: skip
         cache = RunCache(uid, payload, results, generated, verdicts, suite, judge=judge_for(payload.manifest))
         self._load_generated(cache)
         for shards in (results.shards, generated, index):
@@ -390,7 +390,7 @@ class Reconciler:
         started = 0
         if aborted is None and cache.verdicts.reuse is None:
             if not cache.verdicts.prepare(cache.results, lambda: self._probe(cache, settings, owner)):
-                message = "learning the grader image id for the verdict cache (image-probe pod)"
+                message = "resolving the grader image to the id every grader pod runs (image-probe pod)"
                 wait = self._write_status(run, cache, {"phase": "Running", "message": message,
                                                        "inFlight": len(seen.active)})  # fmt: skip
                 return _min(1.0, wait)

@@ -10,9 +10,11 @@ and only records stored whole (a record cut to fit a shard no longer holds the v
 An index or result shard counts only when the run it claims (label) lists it in its status, which only
 the controller writes (`results.trusted`): anything else is ignored and reported.
 
-The image id is the one the kubelet reports (`status.containerStatuses[].imageID`): for the index, the
-id of the pod that graded; for a lookup, before anything is graded, the id an `image-probe` pod reports
-(the grader image running `true`, deleted once read). No probe runs while the namespace holds no index.
+The image id is the one the kubelet reports (`status.containerStatuses[].imageID`): before anything is
+graded, the id an `image-probe` pod reports (the grader image's tag running `true`, deleted once read).
+It is resolved once per run and kept in the run's status (`graderImageID`): every grader Job then runs
+that id instead of the tag (`kube.objects.pinned_image`), every record carries it (`grader_image_id`),
+and it is the image part of the verdict keys, for the index and for the lookup.
 """
 
 from __future__ import annotations
@@ -155,7 +157,9 @@ class ImageProbe:
                 return ""
             return None
         found = pod_image_id(pod)
-        if found or (pod.get("status") or {}).get("phase") == "Failed":
+        # A real kubelet reports the id once the container exists; a simulated node (kwok) may run the pod
+        # and never report one: then the run goes on unpinned, on the tag.
+        if found or (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
             self.kube.delete(PODS, self.settings.namespace, self.name)
             return found
         return None
@@ -179,23 +183,37 @@ class RunVerdicts:
     reuse: dict[str, Verdict] | None = None  # item id -> an earlier run's verdict; None until looked up
     pending: dict[str, str] = field(default_factory=dict)  # verdict key -> record key, written after the records
     report: Report | None = None  # hears of untrusted ConfigMaps the lookup ignored
+    probed: bool = False  # the probe answered (its id may be "": it could not run)
+    stamp: dict[str, Any] | None = None  # fields every record of the run is stored with (ResultStore.stamp)
+
+    def __post_init__(self) -> None:
+        self._pin()
+
+    def _pin(self) -> None:
+        """Grader Jobs run the resolved image, and records name it; until then (or when the probe could not
+        run) the tag, and records name none. What a submitter wrote in the manifest's image_id is replaced."""
+        self.manifest.grader.image_id = self.image_id
+        if self.stamp is not None and self.image_id:
+            self.stamp["grader_image_id"] = self.image_id
 
     def key(self, task: GradeTask, image_id: str) -> str:
         grader = self.manifest.grader.model_copy(update={"image_id": image_id})
         return verdict_key(self.manifest.model_copy(update={"grader": grader}), task)
 
     def prepare(self, done: Container[str], probe: Callable[[], str | None]) -> bool:
-        """Look up what earlier runs stored for the items not done yet. False while the image id is unknown."""
+        """Resolve the grader image (once per run: `probe`), then look up what earlier runs stored for the
+        items not done yet. False while the image id is being learnt."""
         if self.reuse is not None:
             return True
-        if not self.enabled or not any_index(self.kube, self.namespace):
-            self.reuse = {}
-            return True
-        if not self.image_id:
+        if not self.image_id and not self.probed:
             found = probe()
             if found is None:
                 return False
-            self.image_id = found
+            self.image_id, self.probed = found, True
+            self._pin()
+        if not self.enabled or not any_index(self.kube, self.namespace):
+            self.reuse = {}
+            return True
         wanted: dict[str, list[str]] = {}
         if self.image_id:
             for item in self._items():

@@ -2,10 +2,15 @@
 
 `Kube` wraps the official client's `ApiClient` (its configuration, auth and TLS) and speaks to the
 API server by path, so every call site reads the same way (`kube.get(JOBS, ns, name)`) and every
-failure arrives as one of a few typed errors: `NotFound`, `Conflict`, `Gone`, `Unreachable`, or
-their base `KubeError`. No call can hang: each carries `(connect, read)` timeouts (urllib3 may
+failure arrives as one of a few typed errors: `NotFound`, `Conflict`, `Gone`, `Throttled`, `Unreachable`,
+or their base `KubeError`. No call can hang: each carries `(connect, read)` timeouts (urllib3 may
 retry an idempotent request a few times, so the bound is a small multiple), and a watch's read
 timeout sits just past the server-side `timeoutSeconds`, so a half-open connection ends.
+
+A 429 (API Priority and Fairness, or any server that sheds load) is sent again after the server's
+`Retry-After` seconds (bounded by `RETRY_AFTER_MAX`), at most `THROTTLE_TRIES` times in all, then raises
+`Throttled`: the server did not act on a request it refused, so a write is safe to repeat. Every request
+and every such wait is reported to the client's `observer` (the controller counts them in its metrics).
 
 `Watcher` is the one watch loop (the controller, the executor and `status --watch` use it): list,
 then watch from the list's resourceVersion with bookmarks; an ERROR event or a 410 Gone relists.
@@ -21,11 +26,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import urllib3
 import yaml
 from kubernetes import client as k8s
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt
 
 from wpbench_k8s import __version__
 from wpbench_k8s.errors import ExecutorError, InputError
@@ -40,6 +46,21 @@ CONNECTIONS = 32  # kept-alive connections to the API server, per client
 # processes never writes to a shared API server faster than a well-behaved Go controller does.
 WRITE_QPS = 20.0
 WRITE_BURST = 30
+# 429 Too Many Requests: tries in all, and the longest a Retry-After is followed (a server asking for more
+# gets this; APF itself asks for 1 s). The default when the header is missing or not a number of seconds.
+THROTTLE_TRIES = 6
+RETRY_AFTER_MAX = 30.0
+RETRY_AFTER_DEFAULT = 1.0
+
+
+class Observer(Protocol):
+    """Hears of every request the client sent and every 429 it waited out (for metrics; must not raise)."""
+
+    def request(self, verb: str, resource: str, code: int | None) -> None:
+        """One answer: `code` is the HTTP status, None when there was none (`Unreachable`)."""
+
+    def throttled(self, verb: str, resource: str, wait: float) -> None:
+        """A 429: the client waits `wait` seconds (the server's Retry-After, bounded) and sends it again."""
 
 
 class TokenBucket:
@@ -129,7 +150,24 @@ class Unreachable(KubeError):
     """No answer: connection refused or reset, or a request timeout."""
 
 
-_BY_STATUS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 410: Gone}
+class Throttled(KubeError):
+    """429: the server refused the request for load; `retry_after` is the wait it asked for (seconds)."""
+
+    retry_after: float = RETRY_AFTER_DEFAULT
+
+
+_BY_STATUS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 410: Gone, 429: Throttled}
+
+
+def retry_after(value: str | None) -> float:
+    """A Retry-After header's seconds, within [0, RETRY_AFTER_MAX]; the default when absent or an HTTP date."""
+    try:
+        seconds = float(value) if value is not None else RETRY_AFTER_DEFAULT
+    except ValueError:
+        seconds = RETRY_AFTER_DEFAULT
+    if seconds != seconds:  # NaN
+        seconds = RETRY_AFTER_DEFAULT
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
 
 
 def _error(status: int, body: bytes, reason: str = "") -> KubeError:
@@ -142,6 +180,17 @@ def _error(status: int, body: bytes, reason: str = "") -> KubeError:
     except ValueError:
         message = body[:200].decode("utf-8", "replace")
     return _BY_STATUS.get(status, KubeError)(status, reason or "Error", message)
+
+
+def urllib3_retries(retry: bool = True) -> urllib3.util.Retry:
+    """What urllib3 may send again by itself: a refused connection, and with `retry` a few other failures
+    of idempotent requests; never a 429 (urllib3 would sleep its Retry-After unseen and unbounded:
+    `Kube` waits it out itself, bounded and counted)."""
+    if retry:
+        return urllib3.util.Retry(total=3, respect_retry_after_header=False)
+    return urllib3.util.Retry(
+        total=2, connect=2, read=0, redirect=0, status=0, other=0, respect_retry_after_header=False
+    )
 
 
 def api_client(
@@ -173,8 +222,7 @@ def api_client(
             )
         # Watches, the reconcile worker and concurrent log reads share one pool of connections.
         cfg.connection_pool_maxsize = CONNECTIONS
-        if not retry:
-            cfg.retries = urllib3.util.Retry(total=2, connect=2, read=0, redirect=0, status=0, other=0)
+        cfg.retries = urllib3_retries(retry)
         api = k8s.ApiClient(cfg)
     except (kconfig.ConfigException, OSError) as exc:
         raise ExecutorError(
@@ -187,6 +235,22 @@ def api_client(
         ) from exc
     api.user_agent = user_agent
     return api
+
+
+_VERBS = {"GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+
+
+def _resource(path: str) -> str:
+    """The resource (and subresource) a request path names: `/api/v1/namespaces/ns/pods/p/log` -> `pods/log`.
+
+    For the metrics' labels: a bounded set of values, never an object's name."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    parts = parts[2:] if parts[:1] == ["api"] else parts[3:]  # /api/v1/... or /apis/group/version/...
+    if len(parts) >= 2 and parts[0] == "namespaces":
+        parts = parts[2:] or ["namespaces"]
+    if not parts:
+        return ""
+    return f"{parts[0]}/{parts[2]}" if len(parts) >= 3 else parts[0]
 
 
 def to_dict(obj: Any) -> dict[str, Any]:
@@ -207,11 +271,17 @@ class Kube:
         read_timeout: float = READ_TIMEOUT,
         writes: TokenBucket | None = None,
         connect_timeout: float = CONNECT_TIMEOUT,
+        observer: Observer | None = None,
+        throttle_tries: int = THROTTLE_TRIES,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.api = api
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
         self.writes = writes or TokenBucket(WRITE_QPS, WRITE_BURST)  # shared by every call of this client
+        self.observer = observer
+        self.throttle_tries = max(1, throttle_tries)
+        self._sleep = sleep
 
     def _open(
         self,
@@ -222,8 +292,48 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         read_timeout: float | None = None,
+        verb: str = "",
     ) -> Any:
-        """Send one request; the urllib3 response, unread. Raises KubeError for any non-2xx answer."""
+        """Send one request, again after each 429 (Retry-After); the urllib3 response, unread.
+
+        Raises:
+            Throttled: still 429 after `throttle_tries` tries.
+            KubeError: any other non-2xx answer (`Unreachable`: none).
+        """
+        verb = verb or _VERBS.get(method, method.lower())
+        resource = _resource(path)
+
+        def wait(state: RetryCallState) -> float:  # what the server asked for
+            exc = state.outcome.exception() if state.outcome else None
+            return exc.retry_after if isinstance(exc, Throttled) else RETRY_AFTER_DEFAULT
+
+        def before_sleep(state: RetryCallState) -> None:
+            seconds = state.next_action.sleep if state.next_action else 0.0
+            if self.observer is not None:
+                self.observer.throttled(verb, resource, seconds)
+            log.warning("API server throttled %s %s (429); sending it again in %.1fs", verb, resource, seconds)
+
+        retrying = Retrying(
+            retry=retry_if_exception_type(Throttled),
+            stop=stop_after_attempt(self.throttle_tries),
+            wait=wait,
+            before_sleep=before_sleep,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        return retrying(self._send, method, path, query, body, content_type, read_timeout, verb, resource)
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        query: list[tuple[str, Any]] | None,
+        body: Any,
+        content_type: str,
+        read_timeout: float | None,
+        verb: str,
+        resource: str,
+    ) -> Any:
         if method != "GET":
             self.writes.take()
         headers = {"Accept": "application/json", "Content-Type": content_type}
@@ -235,14 +345,23 @@ class Kube:
         try:
             response = api.call_api(*request, _request_timeout=timeout).response
         except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self._observe(verb, resource, None)
             raise Unreachable(None, type(exc).__name__, f"{api.configuration.host}: {exc}") from exc
+        self._observe(verb, resource, response.status)
         if not 200 <= response.status < 300:
             try:
                 data = response.read()
             except (urllib3.exceptions.HTTPError, OSError):
                 data = b""
-            raise _error(response.status, data, response.reason or "")
+            error = _error(response.status, data, response.reason or "")
+            if isinstance(error, Throttled):
+                error.retry_after = retry_after(response.headers.get("Retry-After"))
+            raise error
         return response
+
+    def _observe(self, verb: str, resource: str, code: int | None) -> None:
+        if self.observer is not None:
+            self.observer.request(verb, resource, code)
 
     def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         response = self._open(method, path, **kw)
@@ -254,7 +373,7 @@ class Kube:
         return doc
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
-        return self._json("GET", kind.path(namespace, name))
+        return self._json("GET", kind.path(namespace, name), verb="get")
 
     def get_list(
         self, kind: Kind, namespace: str | None, *, selector: str | None = None, field_selector: str | None = None
@@ -265,7 +384,7 @@ class Kube:
             query.append(("labelSelector", selector))
         if field_selector:
             query.append(("fieldSelector", field_selector))
-        return self._json("GET", kind.path(namespace), query=query)
+        return self._json("GET", kind.path(namespace), query=query, verb="list")
 
     def pages(
         self, kind: Kind, namespace: str | None, *, selector: str | None = None, limit: int = 50
@@ -278,7 +397,7 @@ class Kube:
                 query.append(("labelSelector", selector))
             if token:
                 query.append(("continue", token))
-            page = self._json("GET", kind.path(namespace), query=query)
+            page = self._json("GET", kind.path(namespace), query=query, verb="list")
             yield from page.get("items") or []
             token = (page.get("metadata") or {}).get("continue") or ""
             if not token:
@@ -321,12 +440,13 @@ class Kube:
         if not selector:
             raise ValueError("delete_collection needs a selector")
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
-        self._json("DELETE", kind.path(namespace), query=[("labelSelector", selector)], body=body)
+        self._json("DELETE", kind.path(namespace), query=[("labelSelector", selector)], body=body,
+                   verb="deletecollection")  # fmt: skip
 
     def log(self, namespace: str, pod: str, container: str, *, limit_bytes: int) -> bytes:
         """At most `limit_bytes` of a container's log (the kubelet stops there: a flood costs nothing)."""
         query = [("container", container), ("limitBytes", limit_bytes)]
-        response = self._open("GET", PODS.path(namespace, pod, "log"), query=query)
+        response = self._open("GET", PODS.path(namespace, pod, "log"), query=query, verb="get")
         try:
             data: bytes = response.read(limit_bytes)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -364,8 +484,11 @@ class Watcher:
         retry_seconds: float = 1.0,
         deadline: float | None = None,
         resource_version: str | None = None,
+        on_list: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
-        """`resource_version`: watch from there first, without listing (a caller that just read the object)."""
+        """`resource_version`: watch from there first, without listing (a caller that just read the object);
+        `on_list`: called with every (re)list's objects, before they are yielded (a cache replaces its set)."""
+        self.on_list = on_list
         self.kube, self.kind, self.namespace = kube, kind, namespace
         self.resume_from = resource_version
         self.selector, self.field_selector = selector, field_selector
@@ -401,6 +524,8 @@ class Watcher:
                     log.warning("list %s: %s; trying again", self.kind.plural, exc)
                     self._stopped.wait(self.retry_seconds)
                     continue
+                if self.on_list is not None:
+                    self.on_list(list(listed.get("items") or []))
                 for obj in listed.get("items") or []:
                     yield WatchEvent("LISTED", obj)
                 version = (listed.get("metadata") or {}).get("resourceVersion", "")
@@ -431,7 +556,9 @@ class Watcher:
                 query.append(("labelSelector", self.selector))
             if self.field_selector:
                 query.append(("fieldSelector", self.field_selector))
-            response = self.kube._open("GET", self.kind.path(self.namespace), query=query, read_timeout=seconds + 15)
+            response = self.kube._open(
+                "GET", self.kind.path(self.namespace), query=query, read_timeout=seconds + 15, verb="watch"
+            )
             self._response = response
             try:
                 for line in _lines(response):

@@ -8,6 +8,7 @@ executor) creates the NetworkPolicy, one Job per grader attempt and the result C
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,6 +82,24 @@ def owner_reference(run_name: str, uid: str) -> k8s.V1OwnerReference:
     )
 
 
+_IMAGE_ID = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def pinned_image(spec: GraderSpec) -> str:
+    """The image reference grader pods run: the resolved id when there is one, else the manifest's tag.
+
+    The id is what a kubelet reported for the tag (`status.containerStatuses[].imageID`, learnt by the
+    controller's image probe): `repo@sha256:...` for an image pulled from a registry, which every node
+    pulls as the same bytes, or `sha256:<image id>` for one imported into the node's runtime without a
+    registry, which a node resolves only when it holds exactly that image (elsewhere the pod never starts:
+    an infrastructure failure, never a grade on another image). Anything else is not pinned.
+    """
+    ref = spec.image_id.removeprefix("docker-pullable://")
+    if _IMAGE_ID.fullmatch(ref) or ("@sha256:" in ref and _IMAGE_ID.fullmatch(ref.rsplit("@", 1)[1])):
+        return ref
+    return spec.image
+
+
 def _quantity_cpu(cpus: float) -> str:
     return f"{cpus:g}" if float(cpus).is_integer() else f"{round(cpus * 1000)}m"
 
@@ -127,7 +146,7 @@ def build_grader_job(
     seccomp = k8s.V1SeccompProfile(type="RuntimeDefault")
     container = k8s.V1Container(
         name=GRADER_CONTAINER,
-        image=spec.image,
+        image=pinned_image(spec),
         image_pull_policy=image_pull_policy,
         args=[TASK_FILE],
         resources=k8s.V1ResourceRequirements(requests=dict(resources), limits=dict(resources)),
