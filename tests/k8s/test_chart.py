@@ -211,3 +211,32 @@ def test_submitters_get_no_verb_that_writes_trusted_state_and_the_policies_bind_
     deploy = next(d for d in docs if d["kind"] == "Deployment")
     env = {e["name"]: e.get("value") for e in deploy["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert json.loads(env["WPBENCH_TRUSTED_SUITES"]) == {"wpk-core-v1": "sha256:" + "a" * 64}
+
+
+def test_metrics_service_always_and_a_service_monitor_only_when_enabled():
+    def docs(*sets: str) -> list[dict]:
+        res = helm_template("wpbench-system", *sets)
+        assert res.returncode == 0, res.stderr
+        return [d for d in yaml.safe_load_all(res.stdout) if d]
+
+    default = docs()
+    (service,) = [d for d in default if d["kind"] == "Service"]
+    assert service["spec"]["ports"] == [{"name": "http-metrics", "port": 8080, "targetPort": "health",
+                                         "protocol": "TCP"}]  # fmt: skip
+    deploy = next(d for d in default if d["kind"] == "Deployment")
+    labels = deploy["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"] == {k: labels[k] for k in service["spec"]["selector"]}
+    assert "--log-format=text" in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [d for d in default if d["kind"] == "ServiceMonitor"]  # off by default: no CRD needed
+    on = docs("metrics.serviceMonitor.enabled=true", "metrics.serviceMonitor.labels.release=prom",
+              "controller.logFormat=json")  # fmt: skip
+    (monitor,) = [d for d in on if d["kind"] == "ServiceMonitor"]
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1" and monitor["metadata"]["labels"]["release"] == "prom"
+    (service,) = [d for d in on if d["kind"] == "Service"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["endpoints"][0]["port"] == "http-metrics"
+    deploy = next(d for d in on if d["kind"] == "Deployment")
+    assert "--log-format=json" in deploy["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not [d for d in docs("metrics.service=false") if d["kind"] in ("Service", "ServiceMonitor")]
+    bad = helm_template("wpbench-system", "controller.logFormat=yaml")
+    assert bad.returncode != 0 and "logFormat" in bad.stderr

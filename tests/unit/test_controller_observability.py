@@ -114,7 +114,7 @@ def test_json_logs_are_one_object_per_line_with_the_run_when_known():
     try:
         log.info("outside a run")
         with reconciling("team-a", "run-1"):
-            log.warning("candidate said %s", "line one\nline two\u2028{\"level\": \"ERROR\"}")
+            log.warning("candidate said %s", 'line one\nline two\u2028{"level": "ERROR"}')
             try:
                 raise ValueError("boom")
             except ValueError:

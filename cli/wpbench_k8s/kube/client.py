@@ -375,6 +375,11 @@ class Kube:
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
         return self._json("GET", kind.path(namespace, name), verb="get")
 
+    def api_resources(self, api_version: str) -> set[str]:
+        """The resources the server serves under `api_version` (discovery). Raises NotFound when none."""
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        return {str(r.get("name")) for r in self._json("GET", base, verb="get").get("resources") or []}
+
     def get_list(
         self, kind: Kind, namespace: str | None, *, selector: str | None = None, field_selector: str | None = None
     ) -> dict[str, Any]:

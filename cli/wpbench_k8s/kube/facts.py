@@ -9,6 +9,8 @@ Here only the reading: which pod condition, container state or Job condition say
 - the pod's activeDeadlineSeconds (status.reason DeadlineExceeded)            -> the outer deadline
 - no container ever ran (unschedulable, quota, image pull)                     -> never started
 - a log that stays unreadable for LOG_READ_TRIES reads                         -> never started (infra)
+- Kueue deactivated the Job's Workload (annotation ANNOTATION_KUEUE_DEACTIVATED) -> never started, or
+  stopped from outside when its pod had run: the Job would otherwise wait, suspended, forever
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from wpbench_k8s.kube.client import EVENTS, Kube, KubeError
-from wpbench_k8s.kube.names import GRADER_CONTAINER
+from wpbench_k8s.kube.names import ANNOTATION_KUEUE_DEACTIVATED, GRADER_CONTAINER
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
 
 LOG_READ_TRIES = 5  # reads of a finished pod's log before the attempt counts as infrastructure
@@ -36,8 +38,13 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
+def kueue_deactivated(job: dict[str, Any]) -> str:
+    """Why Kueue will never admit the Job again ('' when it may)."""
+    return str((job["metadata"].get("annotations") or {}).get(ANNOTATION_KUEUE_DEACTIVATED) or "")
+
+
 def job_finished(job: dict[str, Any]) -> bool:
-    return bool(condition(job, "Complete") or condition(job, "Failed"))
+    return bool(condition(job, "Complete") or condition(job, "Failed") or kueue_deactivated(job))
 
 
 def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +116,13 @@ def status_facts(job: dict[str, Any], pod: dict[str, Any] | None, *, test_id: st
     None when the grader exited on its own and its log holds the answer."""
     name = job["metadata"]["name"]
     failed = condition(job, "Failed") or {}
+    deactivated = kueue_deactivated(job)
+    # Only a Job that never ended by itself: a grader's own end (its verdict) outranks what Kueue did later.
+    if deactivated and not (failed or condition(job, "Complete")):
+        said = f"job {name}: Kueue deactivated its Workload ({deactivated})"
+        if pod is not None and (grader_terminated(pod) or "running" in (_container_status(pod).get("state") or {})):
+            return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=said)
+        return GraderFacts(test_id=test_id, started=False, infra_reason=said)
     if pod is None:
         if failed and failed.get("reason") != "DeadlineExceeded":
             # The Job counted its pod as failed (backoffLimit 0), so a pod existed and was deleted or

@@ -21,6 +21,9 @@ ANNOTATION_ITEM_ID = f"{GROUP}/item-id"
 ANNOTATION_TEST_ID = f"{GROUP}/test-id"
 ANNOTATION_MODEL = f"{GROUP}/model"
 ANNOTATION_ATTEMPT_REASON = f"{GROUP}/previous-attempt"  # why the attempt before this one was retried
+# On a grader Job: Kueue deactivated its Workload (spec.active false), so it is never admitted again; the
+# value says why. The controller writes it (controller/wpbench_controller/kueue.py); the attempt is infra.
+ANNOTATION_KUEUE_DEACTIVATED = f"{GROUP}/kueue-deactivated"
 # On a run: the user who submitted it, as the API server names them (the runs admission policy checks it).
 ANNOTATION_SUBMITTED_BY = f"{GROUP}/submitted-by"
 MANAGED_BY = "wpbench-k8s"
