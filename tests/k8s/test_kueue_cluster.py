@@ -327,3 +327,30 @@ def test_a_grader_kueue_preempts_is_graded_again_never_scored(
     assert space.pods is not None and space.pods.per_item()["slow-hooks"] == 2, (
         seen
     )  # the preempted pod, then the one graded
+
+
+def test_a_grader_whose_workload_kueue_deactivates_ends_as_infrastructure(
+    space: Space, queues: Queues, mini_suite: Path, tmp_path: Path
+) -> None:
+    # A ClusterQueue without quota never admits the Job; its Workload is then deactivated (as Kueue does
+    # itself past waitForPodsReady's requeuing limit, or an admin with spec.active: false). Without the
+    # controller's Workload watch the Job would wait suspended for ever; with it the attempt is infra, and
+    # with no retries left the item ends infra_error (excluded from the score), saying why.
+    queues.flavor()
+    queues.local_queue("graders", queues.cluster_queue("cq", graders=0))
+    suite = clusterkit.clone_suite(mini_suite, tmp_path / "suite", 1)
+    space.install_controller()
+    name = submit(space, suite_config(tmp_path, suite), "--queue", "graders", "--infra-retries", "0")
+    (workload,) = space.wait_for(lambda: workloads(space), 300, "the grader's Workload")
+    assert space.run_object(name)["status"]["phase"] == "Running"
+    space.cluster.kubectl("patch", "workloads.kueue.x-k8s.io", workload["metadata"]["name"], "-n", space.namespace,
+                          "--type=merge", "-p", '{"spec": {"active": false}}')  # fmt: skip
+    run = space.wait_phase(name, 300)
+    status = run["status"]
+    assert (status["done"], status["infraErrors"], status["passed"], status["failed"]) == (1, 1, 0, 0), status
+    space.cli("results", name, "-o", str(tmp_path / "r.jsonl"))
+    (record,) = records(tmp_path / "r.jsonl")
+    assert record["grader"]["status"] == "infra_error" and record["error_type"] == "infra_error", record
+    assert "Kueue deactivated its Workload" in record["error"], record
+    reasons = [e["reason"] for e in events(space) if e["involvedObject"]["kind"] == "WPBenchRun"]
+    assert "InfraError" in reasons, reasons
