@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
-from wpbench_controller import kueue
 from wpbench_controller.generation import GenerationPool
+from wpbench_controller.kueue import WORKLOADS, Deactivations, readable, served
 from wpbench_controller.logs import reconciling
 from wpbench_controller.metrics import Metrics
 from wpbench_controller.reconciler import Options, Reconciler
@@ -115,8 +115,8 @@ class Controller:
 
     def _start_watches(self) -> None:
         metrics = self.metrics
-        deactivations = kueue.Deactivations(self.kube, lambda ns, run: self.queue.add((ns, run)))
-        with_kueue = kueue.served(self.kube)
+        deactivations = Deactivations(self.kube, lambda ns, run: self.queue.add((ns, run)))
+        with_kueue = served(self.kube)
         for ns in self.namespaces:
 
             def on_run(event: WatchEvent, ns: str = ns) -> None:
@@ -133,8 +133,8 @@ class Controller:
                 ("runs", RUNS, None, on_run, partial(metrics.runs_listed, ns)),
                 ("jobs", JOBS, managed_graders_selector(), on_job, partial(metrics.jobs_listed, ns)),
             ]
-            if with_kueue:  # grader Jobs whose Workload Kueue deactivated end as infrastructure
-                watches.append(("workloads", kueue.WORKLOADS, None, partial(deactivations.on_event, ns), None))
+            if with_kueue and readable(self.kube, ns):  # a Job whose Workload Kueue deactivated ends as infra
+                watches.append(("workloads", WORKLOADS, None, partial(deactivations.on_event, ns), None))
             for what, kind, selector, handler, listed in watches:
                 watcher = Watcher(self.kube, kind, ns, selector=selector, on_list=listed)
                 self._watchers.append(watcher)

@@ -37,6 +37,17 @@ def served(kube: Kube) -> bool:
     return WORKLOADS.plural in resources
 
 
+def readable(kube: Kube, namespace: str) -> bool:
+    """Whether this controller may list the namespace's Workloads (a Role from an older chart may not):
+    without that, a watch would only fail and retry."""
+    try:
+        next(kube.pages(WORKLOADS, namespace, limit=1), None)
+    except KubeError as exc:
+        log.warning("namespace %s: Kueue Workloads not readable (%s): a deactivated one is not noticed", namespace, exc)
+        return False
+    return True
+
+
 def deactivation(workload: dict[str, Any]) -> str:
     """Why the Workload is deactivated, in Kueue's words ('' while it is active)."""
     if (workload.get("spec") or {}).get("active", True) is not False:

@@ -18,8 +18,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
-from wpbench_controller import logs
 from wpbench_controller.controller import Controller
+from wpbench_controller.logs import FORMATS, configure
 from wpbench_controller.metrics import CONTENT_TYPE, Metrics
 from wpbench_controller.reconciler import Options
 from wpbench_k8s import __version__
@@ -96,7 +96,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--log-format",
         default=env("WPBENCH_LOG_FORMAT", "text"),
-        choices=logs.FORMATS,
+        choices=FORMATS,
         help="json: one JSON object per line (time, level, logger, message, namespace and run when known)",
     )
     args = parser.parse_args(argv)
@@ -147,7 +147,7 @@ def _serve_health(port: int, controller: Controller) -> ThreadingHTTPServer:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    logs.configure(args.log_level, args.log_format)
+    configure(args.log_level, args.log_format)
     metrics = Metrics()
     try:
         api = api_client(args.kubeconfig, args.context, user_agent=USER_AGENT)

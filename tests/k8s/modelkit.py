@@ -83,9 +83,11 @@ def normalise(rec: dict[str, Any]) -> dict[str, Any]:
     rec = json.loads(json.dumps(rec))
     rec.pop("run_id")
     # The cluster's word on the suite (the controller's recomputed digest, a cluster admin's pin); a local
-    # record has neither. Their values are tested in test_tenancy_cluster.py.
+    # record has neither. Their values are tested in test_tenancy_cluster.py. Nor the image id the cluster
+    # pinned its graders to (tested in test_observability_cluster.py).
     rec.pop("suite_digest", None)
     rec.pop("suite_verified", None)
+    rec.pop("grader_image_id", None)
     rec["grader"]["duration_ms"] = 0
     if rec["grader"].get("verdict"):
         verdict = rec["grader"]["verdict"]

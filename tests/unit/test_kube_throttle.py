@@ -184,7 +184,6 @@ def test_a_throttled_watch_is_sent_again_not_relisted(servers):
     servers.append(srv)
     metrics, slept = Metrics(), []
     kube = kube_for(srv, metrics, slept)
-    srv.refusals = 0
     watcher = Watcher(kube, RUNS, "ns", resource_version="5")
     srv.refusals = 1  # the watch request itself is refused once
     event = next(iter(watcher))
