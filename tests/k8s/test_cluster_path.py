@@ -123,8 +123,12 @@ def test_eviction_through_the_eviction_api_is_retried_as_infra(space: Space, min
     space.install_controller()
     name = space.cli("submit", "--check-reference-solution", "--dataset-path", str(mini_suite),
                      "--test-id", "mini-hooks-001").stdout.strip()  # fmt: skip
-    pod = space.wait_for(lambda: [p for p in space.objects("pods") if p["status"].get("phase") == "Running"], 300,
-                         "a running grader pod")[0]  # fmt: skip
+
+    def running_graders() -> list[dict]:  # not the run's image-probe pod, which runs `true` before them
+        return [p for p in space.objects("pods") if p["status"].get("phase") == "Running"
+                and p["metadata"]["labels"].get("app.kubernetes.io/component") == "grader"]  # fmt: skip
+
+    pod = space.wait_for(running_graders, 300, "a running grader pod")[0]
     pod_name = pod["metadata"]["name"]
     space.cluster.core.create_namespaced_pod_eviction(
         pod_name, space.namespace, {"metadata": {"name": pod_name, "namespace": space.namespace}}
