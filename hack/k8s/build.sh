@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes v1.37.2 server binaries and kubectl from hack/k8s/go.mod into a cache keyed by
-# version (default /var/cache/wpbench/k8s/v1.37.2/bin). A binary already there is not rebuilt.
+# version (default /var/cache/wpbench/k8s/v1.37.2/bin). A binary already there is not rebuilt. Arguments name the
+# components (default: the local cluster's); the kind node image (hack/kind/build-node-image.sh) adds kubeadm and
+# kube-proxy. What is missing is built in one go build invocation.
 # All are static (CGO_ENABLED=0), as upstream releases them.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -8,7 +10,8 @@ version="v1.37.2"
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/go-build.sh"
 bin="$cache/k8s/$version/bin"
 lock_bin_dir "$bin"
-components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+components=("$@")
+((${#components[@]})) || components=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 missing=()
 for c in "${components[@]}"; do [[ -x "$bin/$c" ]] || missing+=("$c"); done
 if ((${#missing[@]} == 0)); then echo "k8s $version binaries present in $bin"; exit 0; fi
