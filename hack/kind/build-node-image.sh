@@ -41,9 +41,9 @@ kube_router=$cache/kube-router/$kube_router/bin/kube-router
 
 inputs=$({
   echo "$packages"
-  sha256sum "$0" "$here"/node/* "$bin"/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,kubeadm,kube-proxy} \
-    "$kube_router" "$debs/VERSIONS"
-  find "$kind_src" -type f -print0 | sort -z | xargs -0 sha256sum
+  cat "$0" "$here"/node/* "$bin"/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,kubeadm,kube-proxy} \
+    "$kube_router" "$debs/VERSIONS" | sha256sum
+  find "$kind_src" -type f -print0 | sort -z | xargs -0 cat | sha256sum
 } | sha256sum | cut -c1-16)
 if [[ $(docker image inspect -f '{{index .Config.Labels "wpbench.inputs"}}' "$tag" 2>/dev/null) == "$inputs" ]]; then
   log "$tag is up to date ($inputs)"

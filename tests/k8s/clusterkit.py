@@ -34,6 +34,12 @@ CONTROLLER_IMAGE = os.environ.get("WPBENCH_CONTROLLER_IMAGE", "wpbench-controlle
 GRADER_IMAGE = os.environ.get("WPBENCH_IMAGE", "wpbench-grader:dev")
 K8S_SCHEMA_VERSION = "1.37.0"  # kubernetes-validate's schema of the cluster's Kubernetes
 PSA = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in ("enforce", "audit", "warn")}
+# CLUSTER=kind: the same tests against the kind cluster of `make kind-up` (three nodes) instead of the local one.
+KIND = os.environ.get("CLUSTER", "local") == "kind"
+KIND_CLUSTER = os.environ.get("KIND_CLUSTER", "wpbench")
+KIND_STATE = Path(os.environ.get("WPBENCH_KIND_STATE", "/var/lib/wpbench-kind"))
+KIND_KUBECONFIG = KIND_STATE / "kubeconfig"
+KIND_BIN = CACHE / "kind" / "v0.33.0" / "bin" / "kind"
 
 
 def tool(name: str) -> str:
@@ -57,6 +63,31 @@ def ensure_node_image(image: str) -> None:
     assert save.wait() == 0, f"docker save {image} failed"
     stamp.parent.mkdir(parents=True, exist_ok=True)
     stamp.write_text(docker_id + "\n")
+
+
+def kind_engine_env() -> dict[str, str]:
+    """The environment for docker and kind commands against the engine the kind cluster runs on."""
+    env = dict(os.environ)
+    if (KIND_STATE / "engine").exists() and (KIND_STATE / "engine").read_text().strip() == "private":
+        env["DOCKER_HOST"] = "unix:///run/wpbench-kind/docker.sock"
+    return env
+
+
+def ensure_kind_image(image: str) -> None:
+    """The machine's Docker image `image` on every kind node (as kind-up loads them): copied into kind's engine if
+    that is another one, then `kind load docker-image`, which skips a node that has the image's id already."""
+    env = kind_engine_env()
+    want = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    if env.get("DOCKER_HOST"):
+        have = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", image], capture_output=True, text=True,
+                              env=env).stdout.strip()  # fmt: skip
+        if have != want:
+            save = subprocess.Popen(["docker", "save", image], stdout=subprocess.PIPE)
+            subprocess.run(["docker", "load", "-q"], stdin=save.stdout, check=True, capture_output=True, env=env)
+            assert save.wait() == 0, f"docker save {image} failed"
+    subprocess.run([str(KIND_BIN), "load", "docker-image", image, "--name", KIND_CLUSTER], check=True,
+                   capture_output=True, env=env, timeout=900)  # fmt: skip
 
 
 def _add_properties(live: dict[str, Any], ours: dict[str, Any]) -> bool:
@@ -102,7 +133,7 @@ def ensure_crd_fields(cluster: Cluster) -> None:
 def cluster_reachable(kubeconfig: Path) -> str | None:
     """None when the API server answers /readyz, else why not."""
     if not kubeconfig.exists():
-        return f"{kubeconfig} missing (make cluster-up)"
+        return f"{kubeconfig} missing"
     res = subprocess.run([tool("kubectl"), "--kubeconfig", str(kubeconfig), "get", "--raw", "/readyz"],
                          capture_output=True, text=True, timeout=30)  # fmt: skip
     return None if res.returncode == 0 else f"API server not ready: {res.stderr.strip()[-300:]}"
@@ -113,6 +144,7 @@ class Cluster:
     """The running cluster (session-wide): an admin kubeconfig and clients."""
 
     kubeconfig: Path
+    kind: bool = False
     api: k8s.ApiClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -121,6 +153,15 @@ class Cluster:
         self.batch = k8s.BatchV1Api(self.api)
         self.custom = k8s.CustomObjectsApi(self.api)
         self.rbac = k8s.RbacAuthorizationV1Api(self.api)
+
+    def api_endpoint(self) -> tuple[str, int]:
+        """Where the API server listens as pods see it (the `kubernetes` Service's endpoint)."""
+        (ep,) = self.core.read_namespaced_endpoints("kubernetes", "default").subsets
+        return str(ep.addresses[0].ip), int(ep.ports[0].port)
+
+    def service_ip(self) -> str:
+        """The `kubernetes` Service's cluster IP."""
+        return str(self.core.read_namespaced_service("kubernetes", "default").spec.cluster_ip)
 
     def kubectl(self, *args: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
         res = subprocess.run([tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args],

@@ -9,6 +9,7 @@ from clusterkit import Cluster
 from kubernetes.client.exceptions import ApiException
 
 
+@pytest.mark.local_cluster
 def test_local_cluster_is_kubernetes_1_37_with_a_node_and_the_chart_controller(kube: Cluster):
     version = json.loads(kube.kubectl("get", "--raw", "/version").stdout)
     assert version["gitVersion"] == "v1.37.2"

@@ -20,7 +20,7 @@ from kubernetes import watch
 
 clusterkit = pytest.importorskip("clusterkit", reason="the real-cluster kit (tests/k8s/clusterkit.py) is not here yet")
 Space, records = clusterkit.Space, clusterkit.records
-pytestmark = pytest.mark.k8s
+pytestmark = [pytest.mark.k8s, pytest.mark.local_cluster]  # Kueue is installed by make cluster-up only
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

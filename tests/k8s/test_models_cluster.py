@@ -33,7 +33,7 @@ from modelkit import (
 sys.path.insert(0, str(REPO / "tests" / "models"))
 from fake_provider import FakeProvider, Reply, server_error, user_text
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.local_cluster]  # the fake provider on the pod bridge's host address
 
 
 @pytest.fixture

@@ -31,8 +31,8 @@ php -r '$s = stream_socket_server("tcp://0.0.0.0:8080", $e, $m) or exit(1); echo
 CONNECT = r"""
 probe() { timeout 10 php -r '$s = @fsockopen($argv[1], (int) $argv[2], $e, $m, 3);
                              echo $argv[3], "=", $s ? "open" : "closed:$e", "\n";' "$1" "$2" "$3" || echo "$3=hung"; }
-probe 10.244.0.1 16443 apiserver
-probe 10.96.0.1 443 service
+probe "$API_HOST" "$API_PORT" apiserver
+probe "$SERVICE_IP" 443 service
 probe "$TARGET" 8080 pod
 probe 192.0.2.1 80 outside
 """
@@ -50,7 +50,8 @@ def test_deny_all_policy_refuses_a_grader_pod_the_api_server_other_pods_and_the_
     space: Space, mini_suite: Path, grader_image: str
 ) -> None:
     target = _target(space, mini_suite, grader_image)
-    script = f"TARGET={target}\n{CONNECT}"
+    host, port = space.cluster.api_endpoint()
+    script = f"TARGET={target} API_HOST={host} API_PORT={port} SERVICE_IP={space.cluster.service_ip()}\n{CONNECT}"
     denied_job = start_probe_job(space, mini_suite, grader_image, "net-in", script, cpu="100m")
     open_job = start_probe_job(space, mini_suite, grader_image, "net-open", script, policy=False, cpu="100m")
     # The same probe without a policy reaches the pod and the API server: the policy is what closes them.
@@ -108,8 +109,9 @@ def test_a_candidate_using_the_network_gets_the_same_verdict_on_both_backends(
 def test_a_pod_cannot_start_more_processes_than_the_kubelets_pod_pids_limit(
     space: Space, mini_suite: Path, grader_image: str
 ) -> None:
-    configz = json.loads(space.cluster.kubectl("get", "--raw", "/api/v1/nodes/wpbench-node/proxy/configz").stdout)
-    assert configz["kubeletconfig"]["podPidsLimit"] == POD_PIDS_LIMIT
+    for node in space.cluster.core.list_node().items:  # every node's kubelet: a grader may land on any
+        raw = space.cluster.kubectl("get", "--raw", f"/api/v1/nodes/{node.metadata.name}/proxy/configz").stdout
+        assert json.loads(raw)["kubeletconfig"]["podPidsLimit"] == POD_PIDS_LIMIT, node.metadata.name
     # A shell fork bomb (the grader's PHP cannot fork at all: below): background sleeps until fork fails.
     bomb = r"""
 ( n=0; while true; do sleep 120 & n=$((n + 1)); echo $n > /tmp/forks; done ) 2>/dev/null

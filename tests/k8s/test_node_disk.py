@@ -25,7 +25,7 @@ from wpbench_k8s.kube.client import to_dict
 from wpbench_k8s.kube.facts import attempt_facts
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, Scored, decide_outcome
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.local_cluster]  # the node's kubelet directory on this host
 
 KUBELET_PODS = STATE / "kubelet" / "pods"
 POD_LOGS = Path("/var/log/pods")
