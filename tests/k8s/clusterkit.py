@@ -240,6 +240,7 @@ class PodRecorder:
 
     def __init__(self, cluster: Cluster, namespace: str, kind: str = "pods") -> None:
         self.uids: dict[str, str] = {}
+        self.nodes: dict[str, str] = {}  # pod uid -> the node it was bound to
         self._stop = threading.Event()
         self._w = watch.Watch()
         lister = cluster.batch.list_namespaced_job if kind == "jobs" else cluster.core.list_namespaced_pod
@@ -255,6 +256,9 @@ class PodRecorder:
                     if "wpbench-k8s.org/run" in labels and labels.get("app.kubernetes.io/component") == "grader":
                         item = (obj.metadata.annotations or {}).get("wpbench-k8s.org/item-id", "?")
                         self.uids.setdefault(obj.metadata.uid, item)
+                        node = getattr(obj.spec, "node_name", None)
+                        if node:
+                            self.nodes[obj.metadata.uid] = node
             except Exception:  # a broken watch is restarted; the recorder only counts
                 time.sleep(0.5)
 
@@ -488,11 +492,12 @@ def start_probe_job(
     deadline: int = 0,
     cpu: str = "",
     task: str = "{}",
+    node: str = "",
 ) -> str:
     """A grader Job of run `run` as the controller builds it, with the run's deny-all NetworkPolicy beside it
     unless `policy` is false, its command replaced by the shell `script` (None: the grader itself grades
-    `task`, the JSON of its payload); if given, its pod's deadline `deadline` seconds and its CPU `cpu` (so
-    probes fit beside other tests' graders). Returns the Job's name."""
+    `task`, the JSON of its payload); if given, its pod's deadline `deadline` seconds, its CPU `cpu` (so
+    probes fit beside other tests' graders) and the node it must run on. Returns the Job's name."""
     from wpbench_k8s.config import load_config
     from wpbench_k8s.kube.client import to_dict
     from wpbench_k8s.kube.objects import RunSettings, TaskSource, item_job, network_policy
@@ -506,6 +511,8 @@ def start_probe_job(
         container["command"], container["args"] = ["sh", "-c", script], []
     if cpu:
         container["resources"]["requests"]["cpu"] = container["resources"]["limits"]["cpu"] = cpu
+    if node:
+        job["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
     if deadline:
         job["spec"]["template"]["spec"]["activeDeadlineSeconds"] = deadline
         job["spec"]["activeDeadlineSeconds"] = deadline + 600
