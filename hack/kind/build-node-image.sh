@@ -34,7 +34,9 @@ packages=systemd,systemd-sysv,conntrack,iptables,nftables,iproute2,ethtool,util-
 
 "$repo/hack/k8s/build.sh" kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kubeadm kube-proxy >&2
 "$repo/hack/kube-router/build.sh" >&2
+"$repo/hack/kind/build.sh" >&2 # crictl
 "$repo/hack/k8s/fetch-debs.sh" >/dev/null
+crictl=$cache/kind/v0.33.0/bin/crictl
 kube_router=$(awk '$1 == "require" && $2 == "github.com/cloudnativelabs/kube-router/v2" {print $3}' "$repo/hack/kube-router/go.mod")
 kube_router=$cache/kube-router/$kube_router/bin/kube-router
 [[ -d $kind_src ]] || (cd "$repo/hack/k8s" && go mod download sigs.k8s.io/kind@v0.33.0)
@@ -42,7 +44,7 @@ kube_router=$cache/kube-router/$kube_router/bin/kube-router
 inputs=$({
   echo "$packages"
   cat "$0" "$here"/node/* "$bin"/{kube-apiserver,kube-controller-manager,kube-scheduler,kubelet,kubectl,kubeadm,kube-proxy} \
-    "$kube_router" "$debs/VERSIONS" | sha256sum
+    "$kube_router" "$crictl" "$debs/VERSIONS" | sha256sum
   find "$kind_src" -type f -print0 | sort -z | xargs -0 cat | sha256sum
 } | sha256sum | cut -c1-16)
 if [[ $(docker image inspect -f '{{index .Config.Labels "wpbench.inputs"}}' "$tag" 2>/dev/null) == "$inputs" ]]; then
@@ -123,7 +125,7 @@ sed -e 's/restrict_oom_score_adj = false/restrict_oom_score_adj = true/' \
   "$kind_src"/etc/containerd/config.toml >"$node/etc/containerd/config.toml"
 grep -q 'restrict_oom_score_adj = true' "$node/etc/containerd/config.toml"
 grep -q 'pause:3.10.2' "$node/etc/containerd/config.toml"
-install -m 0755 "$debs"/usr/bin/{containerd,containerd-shim-runc-v2,ctr} "$node/usr/local/bin/"
+install -m 0755 "$debs"/usr/bin/{containerd,containerd-shim-runc-v2,ctr} "$crictl" "$node/usr/local/bin/"
 # kind's cri-base.json: containerd's default spec with the product_uuid hook, without rlimits
 "$debs/usr/bin/ctr" oci spec | python3 -c '
 import json, sys
@@ -172,6 +174,8 @@ for _ in $(seq 50); do kill -0 "$(<"$work/containerd.pid")" 2>/dev/null || break
 rm -f "$work/containerd.pid"
 
 log "importing $tag"
+previous=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
 tar -C "$node" -c . | docker import --change "ENV container=docker" --change "STOPSIGNAL SIGRTMIN+3" \
   --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' --change "LABEL wpbench.inputs=$inputs" - "$tag" >/dev/null
+[[ -z $previous ]] || docker rmi "$previous" >/dev/null 2>&1 || true # the tag's previous build (kept if in use)
 log "built $tag in $((SECONDS - started)) s"

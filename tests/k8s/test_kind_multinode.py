@@ -113,6 +113,7 @@ FAST_NODE_LOSS = {
 }
 
 
+@pytest.mark.timeout(1500)
 def test_a_worker_node_stopped_mid_run_ends_every_item_with_one_final_record(
     space: Space, mini_suite: Path, tmp_path: Path
 ) -> None:

@@ -229,3 +229,19 @@ def test_what_the_candidate_caused_outranks_a_deletion_that_came_after_it():
     oom = _deleted(pod(137, term_reason="OOMKilled"), at="2026-01-01T00:00:31Z")
     facts = attempt_facts(job(reason="BackoffLimitExceeded"), oom, test_id="t-1", log=b"")
     assert facts.oom_killed and not facts.stopped_from_outside
+
+
+def test_a_grader_on_a_lost_node_ends_at_failure_target_and_is_stopped_from_outside():
+    # Seen on kind (tests/k8s/test_kind_multinode.py): a worker's node container stopped mid-grade. The taint
+    # manager deletes the pod (DisruptionTarget), which stays Terminating with its container "running", since no
+    # kubelet confirms; the Job controller sets FailureTarget and would set Failed only once the pod is gone.
+    lost = _deleted(pod(None, disrupted="DeletionByTaintManager"), at="2026-01-01T00:01:00Z")
+    lost["status"].update(phase="Running")
+    lost["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-01-01T00:00:00Z"}}
+    failing = job("FailureTarget", reason="BackoffLimitExceeded")
+    assert job_finished(failing) and not job_finished(job(None))
+    facts = attempt_facts(failing, lost, test_id="t-1", log=None, log_error="node unreachable")
+    assert facts.stopped_from_outside and "DeletionByTaintManager" in facts.detail
+    assert isinstance(decide_outcome(facts), Infra)  # retried as infrastructure, never the candidate's
+    gone = attempt_facts(failing, None, test_id="t-1", log=None)  # the pod already gone: the same
+    assert gone.stopped_from_outside and "BackoffLimitExceeded" in gone.detail

@@ -43,8 +43,14 @@ def kueue_deactivated(job: dict[str, Any]) -> str:
     return str((job["metadata"].get("annotations") or {}).get(ANNOTATION_KUEUE_DEACTIVATED) or "")
 
 
+def job_failed(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The Job's failure condition: `Failed`, or `FailureTarget`, which Kubernetes >= 1.31 sets first and turns into
+    `Failed` only once every pod has terminated. A pod on a lost node never does, so only `FailureTarget` ends it."""
+    return condition(job, "Failed") or condition(job, "FailureTarget")
+
+
 def job_finished(job: dict[str, Any]) -> bool:
-    return bool(condition(job, "Complete") or condition(job, "Failed") or kueue_deactivated(job))
+    return bool(condition(job, "Complete") or job_failed(job) or kueue_deactivated(job))
 
 
 def _container_status(pod: dict[str, Any]) -> dict[str, Any]:
@@ -115,7 +121,7 @@ def status_facts(job: dict[str, Any], pod: dict[str, Any] | None, *, test_id: st
     """The facts when the Job's and pod's status alone decide (stopped, OOM, deadline, never ran);
     None when the grader exited on its own and its log holds the answer."""
     name = job["metadata"]["name"]
-    failed = condition(job, "Failed") or {}
+    failed = job_failed(job) or {}
     deactivated = kueue_deactivated(job)
     # Only a Job that never ended by itself: a grader's own end (its verdict) outranks what Kueue did later.
     if deactivated and not (failed or condition(job, "Complete")):
