@@ -75,6 +75,8 @@ stop() {
   fi
   iptables -D FORWARD -i "$KIND_VETH" -j DROP 2>/dev/null || true
   iptables -D FORWARD -o "$KIND_VETH" -j DROP 2>/dev/null || true
+  # the cgroup parent its containers ran under (empty once they are gone)
+  find /sys/fs/cgroup/*/wpbench-kind -depth -type d -exec rmdir {} + 2>/dev/null || true
   ip link del "$KIND_VETH" 2>/dev/null || true
   [[ -e /run/netns/$KIND_NETNS ]] && ip netns delete "$KIND_NETNS"
   rm -rf "$KIND_RUN"
