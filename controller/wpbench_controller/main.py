@@ -5,6 +5,8 @@ On `--health-port`: `/readyz` answers 200 once the watches run; `/healthz` (live
 while the reconcile loop keeps coming round (every API request has a timeout, so a hung connection
 cannot stop it unseen), 503 once it has not for `--liveness-seconds`; `/metrics`: Prometheus metrics
 (`wpbench_controller.metrics`).
+A standby replica (leader election: `--leader-election-lease`) answers /healthz and /readyz like the
+leader: it is alive and ready to lead.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import os
 import signal
 import sys
 import threading
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 
 from wpbench_controller.controller import Controller
+from wpbench_controller.leader import LEASE_SECONDS, RENEW_SECONDS, RETRY_SECONDS, Elector
 from wpbench_controller.logs import FORMATS, configure
 from wpbench_controller.metrics import CONTENT_TYPE, Metrics
 from wpbench_controller.reconciler import Options
@@ -90,6 +94,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=env("WPBENCH_TRUSTED_SUITES", "{}"),
         help='suites a cluster admin pinned, as JSON {"name": "sha256:..."} (chart value trustedSuites)',
     )
+    parser.add_argument(
+        "--namespace-selector",
+        default=env("WPBENCH_NAMESPACE_SELECTOR", ""),
+        help="also serve every namespace with these labels (k=v,...), followed live (chart namespaces.selector)",
+    )
+    parser.add_argument(
+        "--instance",
+        default=env("WPBENCH_INSTANCE", ""),
+        help="this release's id: a run is reconciled only by the instance that accepted it (status.controller)",
+    )
+    parser.add_argument(
+        "--leader-election-lease",
+        default=env("WPBENCH_LEADER_LEASE", ""),
+        help="Lease name: only the replica holding it reconciles (empty: no election, this process always does)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        default=env("POD_NAMESPACE", ""),
+        help="namespace of the Lease (default: env POD_NAMESPACE)",
+    )
+    parser.add_argument("--lease-seconds", type=float, default=float(LEASE_SECONDS))
+    parser.add_argument("--renew-seconds", type=float, default=float(RENEW_SECONDS))
+    parser.add_argument("--retry-seconds", type=float, default=float(RETRY_SECONDS))
     parser.add_argument("--status-interval", type=float, default=2.0, help="seconds between counter-only status writes")
     parser.add_argument("--health-port", type=int, default=int(env("WPBENCH_HEALTH_PORT", "8080")), help="0 disables")
     parser.add_argument("--log-level", default=env("WPBENCH_LOG_LEVEL", "INFO"))
@@ -113,6 +140,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.pins = pins
     raw = args.namespace or [env("WPBENCH_NAMESPACES", "wpbench")]
     args.namespaces = [ns.strip() for value in raw for ns in value.split(",") if ns.strip()]
+    if args.leader_election_lease:
+        if not args.leader_election_namespace:
+            parser.error("--leader-election-lease needs --leader-election-namespace (or env POD_NAMESPACE)")
+        if not args.lease_seconds > args.renew_seconds > args.retry_seconds > 0:
+            parser.error("leader election: need --lease-seconds > --renew-seconds > --retry-seconds > 0")
     return args
 
 
@@ -164,14 +196,26 @@ def main(argv: list[str] | None = None) -> None:
         placement=args.placement,
         trusted_suites=args.pins,
     )
+    elector = None
+    if args.leader_election_lease:
+        # The Lease has a client of its own: never fenced, never queued behind the reconciler's writes, and
+        # its requests time out well inside the renew deadline.
+        identity = f"{os.environ.get('POD_NAME') or os.uname().nodename}_{uuid.uuid4().hex[:8]}"
+        lease_kube = Kube(api, read_timeout=max(1.0, args.retry_seconds), connect_timeout=max(1.0, args.retry_seconds))
+        elector = Elector(lease_kube, args.leader_election_namespace, args.leader_election_lease, identity,
+                          lease_seconds=args.lease_seconds, renew_seconds=args.renew_seconds,
+                          retry_seconds=args.retry_seconds)  # fmt: skip
     controller = Controller(
-        Kube(api, observer=metrics),
+        Kube(api, observer=metrics, fence=elector.fence if elector else None),
         args.namespaces,
         options=options,
         resync_seconds=args.resync_seconds,
         model_workers=args.model_workers,
         liveness_seconds=args.liveness_seconds,
         metrics=metrics,
+        elector=elector,
+        instance=args.instance,
+        namespace_selector=args.namespace_selector,
     )
     health = _serve_health(args.health_port, controller) if args.health_port else None
 

@@ -53,3 +53,33 @@ The controller image reference.
 {{- define "wpbench-k8s.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
+
+{{/*
+This release's instance id (namespace/name: unique in the cluster), written into status.controller of each run
+it accepts, and the name of the Lease its replicas elect a leader with.
+*/}}
+{{- define "wpbench-k8s.instance" -}}
+{{- printf "%s/%s" .Release.Namespace .Release.Name }}
+{{- end }}
+
+{{- define "wpbench-k8s.leaseName" -}}
+{{- printf "%s-leader" (include "wpbench-k8s.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+namespaces.selector as a label selector string (k=v,...), sorted.
+*/}}
+{{- define "wpbench-k8s.namespaceSelector" -}}
+{{- $pairs := list }}
+{{- range $k, $v := .Values.namespaces.selector }}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
+{{/*
+The name of cluster-scoped objects of this release (its name and namespace).
+*/}}
+{{- define "wpbench-k8s.clusterName" -}}
+{{- printf "%s-%s" (include "wpbench-k8s.fullname" .) .Release.Namespace | trunc 56 | trimSuffix "-" }}
+{{- end }}

@@ -123,6 +123,7 @@ JOBS = Kind("batch/v1", "jobs")
 NETWORK_POLICIES = Kind("networking.k8s.io/v1", "networkpolicies")
 SELF_SUBJECT_REVIEWS = Kind("authentication.k8s.io/v1", "selfsubjectreviews", namespaced=False)
 RUNS = Kind("wpbench-k8s.org/v1alpha1", "wpbenchruns")  # kept equal to crd.API_VERSION by a test
+LEASES = Kind("coordination.k8s.io/v1", "leases")
 
 
 # ---- errors -------------------------------------------------------------------------------------
@@ -154,6 +155,13 @@ class Throttled(KubeError):
     """429: the server refused the request for load; `retry_after` is the wait it asked for (seconds)."""
 
     retry_after: float = RETRY_AFTER_DEFAULT
+
+
+class Fenced(Exception):
+    """A write this process may no longer send (its leader lease lapsed): refused before it left, never retried.
+
+    Not a KubeError on purpose: code that handles API errors (quota, conflicts) must not swallow it.
+    """
 
 
 _BY_STATUS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 410: Gone, 429: Throttled}
@@ -262,7 +270,7 @@ def to_dict(obj: Any) -> dict[str, Any]:
 
 # ---- the client ---------------------------------------------------------------------------------
 class Kube:
-    """get, get_list, items, pages, create, ensure, patch, delete(_collection), log by `Kind`; timeouts always."""
+    """get, get_list, items, pages, create, ensure, patch, replace, delete(_collection), log by `Kind`; timeouts."""
 
     def __init__(
         self,
@@ -274,8 +282,11 @@ class Kube:
         observer: Observer | None = None,
         throttle_tries: int = THROTTLE_TRIES,
         sleep: Callable[[float], None] = time.sleep,
+        fence: Callable[[], None] | None = None,
     ) -> None:
+        """`fence`: called right before every write is sent; it raises `Fenced` to stop it (leader election)."""
         self.api = api
+        self.fence = fence
         self.read_timeout = read_timeout
         self.connect_timeout = connect_timeout
         self.writes = writes or TokenBucket(WRITE_QPS, WRITE_BURST)  # shared by every call of this client
@@ -336,6 +347,8 @@ class Kube:
     ) -> Any:
         if method != "GET":
             self.writes.take()
+            if self.fence is not None:
+                self.fence()  # after the token wait: the lease is checked at the last moment
         headers = {"Accept": "application/json", "Content-Type": content_type}
         api: Any = self.api
         request = api.param_serialize(
@@ -430,6 +443,10 @@ class Kube:
         return self._json(
             "PATCH", kind.path(namespace, name, subresource), body=body, content_type="application/merge-patch+json"
         )
+
+    def replace(self, kind: Kind, namespace: str | None, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; with its metadata.resourceVersion, a write by anyone since raises Conflict."""
+        return self._json("PUT", kind.path(namespace, name), body=body)
 
     def delete(self, kind: Kind, namespace: str | None, name: str) -> bool:
         """Delete in the background (dependents follow); False when it was already gone."""

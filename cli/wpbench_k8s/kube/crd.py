@@ -125,6 +125,11 @@ STATUS_SCHEMA: dict[str, Any] = {
         "score": {"type": "number"},
         "cached": {**_INT, "description": "Records whose verdict was reused from an earlier run (not graded)."},
         "requeued": {**_INT, "description": "The last spec.requeue the controller acted on."},
+        "controller": {
+            **_STR,
+            "description": "The controller instance (release namespace/name) that accepted the run; set once, "
+            "other instances watching the namespace ignore the run.",
+        },
         "graderImageID": {**_STR, "description": "The grader image id the kubelet reported (probe or grader pod)."},
         "resultConfigMaps": {
             "type": "array",
