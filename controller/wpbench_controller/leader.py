@@ -67,6 +67,7 @@ class Elector:
         self._stop = threading.Event()
         self.beat = clock()  # the loop's last turn (liveness)
         self.terms = 0  # leaderships won so far
+        self.since = 0.0  # when the current (or last) term began: the sending of the try that won it
         self.holder = ""  # who held the Lease at the last read
 
     # ---- what the controller asks --------------------------------------------------------------
@@ -104,7 +105,7 @@ class Elector:
             if won:
                 self._until = sent + self.renew_seconds
                 if not was:
-                    self.terms += 1
+                    self.terms, self.since = self.terms + 1, sent
                     log.info("leader election: %s leads (term %d)", self.identity, self.terms)
             elif was and not self.leading():
                 log.warning("leader election: %s lost the Lease (held by %r)", self.identity, self.holder)

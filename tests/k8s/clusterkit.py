@@ -319,6 +319,8 @@ class Space:
             "--set", f"image.repository={repo_part}", "--set", f"image.tag={tag}",
             "--set", f"namespaces.runs={{{self.namespace}}}", "--set", "namespaces.create=false",
             "--set", "controller.resyncSeconds=2", "--set", "controller.resources.requests.cpu=50m",
+            # one replica unless a test asks for more (tests that kill "the" controller pod, CPU on a small node)
+            "--set", "controller.replicas=1",
             *[a for s in sets for a in ("--set", s)], *extra, "--wait", "--timeout", "5m",
         )  # fmt: skip
 
@@ -328,9 +330,12 @@ class Space:
         ).items
 
     def controller_log(self) -> str:
-        res = self.cluster.kubectl("logs", "-n", self.namespace, f"deployment/{self.release}-wpbench-k8s-controller",
-                                   "--tail", "200", check=False)  # fmt: skip
-        return res.stdout + res.stderr
+        """The last lines of every controller pod's log (with two replicas, `kubectl logs deployment/` picks one)."""
+        out = ""
+        for pod in self.controller_pods():
+            res = self.cluster.kubectl("logs", "-n", self.namespace, pod.metadata.name, "--tail", "200", check=False)
+            out += f"--- {pod.metadata.name}\n{res.stdout}{res.stderr}"
+        return out
 
     def run_object(self, name: str) -> dict[str, Any]:
         obj: dict[str, Any] = self.cluster.custom.get_namespaced_custom_object(
