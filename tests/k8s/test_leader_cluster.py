@@ -185,9 +185,12 @@ def test_a_second_release_on_the_same_namespace_leaves_each_run_to_one_instance(
         space.install_controller()
         # release 2 lives in its own namespace and also watches this one (its Role there, its policies)
         other.install_controller(f"namespaces.runs={{{space.namespace}}}")
-        suite = clone_suite(mini_suite, tmp_path / "suite", 4)
-        names = [space.cli("submit", "--check-reference-solution", "--dataset-path", str(suite)).stdout.strip()
-                 for _ in range(2)]  # fmt: skip
+        names = []
+        for n in range(2):  # two suites with distinct item ids, so pods per item count per run
+            suite = clone_suite(mini_suite, tmp_path / f"suite{n}", 4)
+            tests = suite / "execution" / "bench.json"
+            tests.write_text(tests.read_text().replace('"bench-', f'"run{n}-'))
+            names.append(space.cli("submit", "--check-reference-solution", "--dataset-path", str(suite)).stdout.strip())
         owners = {}
         for name in names:
             st = space.wait_phase(name, 900)["status"]
