@@ -93,6 +93,15 @@ def test_chart_crd_is_the_controllers():
 def test_rbac_is_namespaced_and_least_privilege():
     text = (CHART / "templates" / "rbac.yaml").read_text()
     assert "ClusterRole" not in text and '"*"' not in text
+    # cluster-wide objects only for tenant namespaces (namespaces.selector), and rights in every namespace only
+    # when asked (rbac.tenantsClusterWide)
+    tenants = (CHART / "templates" / "tenants.yaml").read_text()
+    assert tenants.startswith("{{- if and .Values.rbac.create .Values.namespaces.selector }}")
+    assert tenants.count("kind: ClusterRoleBinding") == 2 and '"*"' not in tenants
+    wide = tenants.split("{{- if .Values.rbac.tenantsClusterWide }}")[1].split("{{- end }}")[0]
+    assert "kind: ClusterRoleBinding" in wide and "name: {{ $name }}-controller" in wide
+    namespaces_rule = tenants.split('resources: ["namespaces"]')[1].split("---")[0]
+    assert 'verbs: ["get", "list", "watch"]' in namespaces_rule
     assert '"secrets"' not in text  # API keys reach the controller as env from the Secret, never via the API
     controller_rules = text.split("kind: RoleBinding")[0]
     job_verbs = controller_rules.split('resources: ["jobs"]')[1].split("- apiGroups")[0]
@@ -104,7 +113,7 @@ def test_rbac_is_namespaced_and_least_privilege():
 def test_controller_pod_is_locked_down_and_namespaces_are_restricted():
     deploy = (CHART / "templates" / "deployment.yaml").read_text()
     for needle in ("runAsNonRoot: true", "readOnlyRootFilesystem: true", "allowPrivilegeEscalation: false",
-                   'drop: ["ALL"]', "type: RuntimeDefault", "type: Recreate", "/healthz"):  # fmt: skip
+                   'drop: ["ALL"]', "type: RuntimeDefault", "type: RollingUpdate", "maxUnavailable: 0", "/healthz"):  # fmt: skip
         assert needle in deploy, needle
     ns = (CHART / "templates" / "namespaces.yaml").read_text()
     assert "pod-security.kubernetes.io/enforce: restricted" in ns
