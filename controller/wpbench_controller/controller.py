@@ -341,6 +341,7 @@ class Controller:
                     continue
                 if self.elector.terms != term:
                     term = self.elector.terms
+                    self.elector.serving = term  # writes of an earlier term's pass are refused from now on
                     self._new_term()
                     failures.clear()
             key = self.queue.get(timeout=0.5)

@@ -68,6 +68,9 @@ class Elector:
         self.beat = clock()  # the loop's last turn (liveness)
         self.terms = 0  # leaderships won so far
         self.since = 0.0  # when the current (or last) term began: the sending of the try that won it
+        # The term the caller's writes belong to (None: any). A pass begun in one term must not write in a
+        # later one: between the two, another replica may have led and written.
+        self.serving: int | None = None
         self.holder = ""  # who held the Lease at the last read
 
     # ---- what the controller asks --------------------------------------------------------------
@@ -75,9 +78,11 @@ class Elector:
         return self.clock() < self._until
 
     def fence(self) -> None:
-        """Raise `Fenced` unless this replica leads now (the Kube write hook)."""
+        """Raise `Fenced` unless this replica leads now, in the term `serving` names (the Kube write hook)."""
         if not self.leading():
             raise Fenced(f"not the leader (Lease {self.namespace}/{self.name}): write not sent")
+        if self.serving is not None and self.serving != self.terms:
+            raise Fenced(f"leader again (term {self.terms}), but this work began in term {self.serving}: not sent")
 
     def alive(self, within: float) -> bool:
         return self.clock() - self.beat < within

@@ -18,7 +18,7 @@ import pytest
 from clusterkit import CACHE, Cluster, Space, clone_suite, drop_space, new_space, records
 
 from wpbench_controller.leader import Elector
-from wpbench_k8s.kube.client import CONFIG_MAPS, LEASES, Fenced, Kube, NotFound, api_client
+from wpbench_k8s.kube.client import CONFIG_MAPS, LEASES, Conflict, Fenced, Kube, NotFound, api_client
 
 CTR = [
     str(CACHE / "k8s" / "debs" / "root" / "usr" / "bin" / "ctr"),
@@ -96,6 +96,40 @@ def test_release_hands_over_at_the_next_try_and_a_standby_never_leads_meanwhile(
     tb.join(10)
     b.release()
     assert b.kube.get(LEASES, space.namespace, "handover")["spec"]["holderIdentity"] == ""
+
+
+def _set_holder(kube: Kube, namespace: str, name: str, holder: str) -> None:
+    """Write the Lease's holder as another replica would (again on a conflict with a renewal)."""
+    for _ in range(20):
+        lease = kube.get(LEASES, namespace, name)
+        lease["spec"]["holderIdentity"] = holder
+        try:
+            kube.replace(LEASES, namespace, name, lease)
+            return
+        except Conflict:
+            continue
+    raise AssertionError("the Lease kept changing")
+
+
+def test_a_pass_begun_in_an_earlier_term_cannot_write_in_a_later_one(space: Space) -> None:
+    a = _elector(space, "terms", "a")
+    ta = _start(a)
+    _wait(a.leading, 30, "a to lead")
+    a.serving = a.terms  # as the controller does when a term begins
+    writes = Kube(api_client(str(space.kubeconfig)), fence=a.fence)
+    writes.create(CONFIG_MAPS, space.namespace, {"metadata": {"name": "in-term"}, "data": {}})
+    _set_holder(a.kube, space.namespace, "terms", "b")  # b took the Lease over (a's renewal now conflicts)
+    _wait(lambda: not a.leading(), 30, "a to see the Lease lost")
+    _set_holder(a.kube, space.namespace, "terms", "")  # b released it
+    _wait(lambda: a.leading() and a.terms == 2, 30, "a to lead again")
+    with pytest.raises(Fenced, match="began in term 1"):
+        writes.create(CONFIG_MAPS, space.namespace, {"metadata": {"name": "late"}, "data": {}})
+    with pytest.raises(NotFound):
+        writes.get(CONFIG_MAPS, space.namespace, "late")
+    a.serving = a.terms  # the next term's work may write
+    writes.create(CONFIG_MAPS, space.namespace, {"metadata": {"name": "next-term"}, "data": {}})
+    a.stop()
+    ta.join(10)
 
 
 def test_racing_candidates_for_a_new_lease_elect_exactly_one(space: Space) -> None:
