@@ -6,16 +6,21 @@ one backend-parity check (a name lookup ends alike on both backends)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from pathlib import Path
 
 import pytest
 import yaml
+from kubernetes import watch
+from kubernetes.client.exceptions import ApiException
 
 from wpbench_k8s.cluster import Cluster, submit
 from wpbench_k8s.config import load_config
 from wpbench_k8s.executor import get_executor
 from wpbench_k8s.kube.facts import job_finished
+from wpbench_k8s.kube.names import managed_graders_selector
 from wpbench_k8s.kube.objects import RunSettings
 from wpbench_k8s.manifest import GraderLimits, GraderSpec
 from wpbench_k8s.outcome import Infra, decide_outcome
@@ -34,15 +39,40 @@ def _submit(space: Space, suite: Path, name: str, grader: GraderSpec, *, retries
     return submit(cluster, manifest, RunSettings(name=name, namespace=space.namespace, infra_retries=retries))
 
 
+def _shorten_grader_deadlines(space: Space, seconds: int, stop: threading.Event) -> None:
+    """Cut each new grader pod's activeDeadlineSeconds (a pod field that may only be lowered) to `seconds`, as a
+    slow node would leave a grader too little of its deadline: the kubelet, not the grader, ends the attempt."""
+    w = watch.Watch()
+    cut: set[str] = set()
+    while not stop.is_set():
+        stream = w.stream(space.cluster.core.list_namespaced_pod, space.namespace,
+                          label_selector=managed_graders_selector(), timeout_seconds=5)  # fmt: skip
+        for event in stream:
+            pod = event["object"]
+            if stop.is_set() or pod.metadata.name in cut or pod.metadata.deletion_timestamp:
+                continue
+            cut.add(pod.metadata.name)
+            with contextlib.suppress(ApiException):  # gone already
+                space.cluster.core.patch_namespaced_pod(pod.metadata.name, space.namespace,
+                                                        {"spec": {"activeDeadlineSeconds": seconds}})  # fmt: skip
+
+
 def test_a_grader_stopped_at_its_pod_deadline_is_retried_then_scored_as_the_candidates_timeout(
     space: Space, mini_suite: Path, tmp_path: Path
 ) -> None:
-    # No grace: the kubelet's activeDeadlineSeconds (SIGTERM, then SIGKILL) ends the grader before its
+    # The pod deadline covers the setup and candidate budgets, so a grader ends first on its own; here each grader
+    # pod's deadline is cut to 1 s once it exists: the kubelet (SIGTERM, then SIGKILL) ends the grader before its
     # verdict. That is the outer deadline (outcome rule 3), whatever the supervisor exits with.
     space.install_controller()
-    name = _submit(space, mini_suite, "deadline", GraderSpec(timeout_seconds=1, grace_seconds=0), retries=1,
-                   test_id="mini-hooks-001")  # fmt: skip
-    run = space.wait_phase(name, 600)
+    stop = threading.Event()
+    cutter = threading.Thread(target=_shorten_grader_deadlines, args=(space, 1, stop), daemon=True)
+    cutter.start()
+    try:
+        name = _submit(space, mini_suite, "deadline", GraderSpec(timeout_seconds=30, grace_seconds=0), retries=1,
+                       test_id="mini-hooks-001")  # fmt: skip
+        run = space.wait_phase(name, 600)
+    finally:
+        stop.set()
     space.cli("results", name, "-o", str(tmp_path / "r.jsonl"))
     (record,) = records(tmp_path / "r.jsonl")
     assert record["grader"]["status"] == "timeout", record["grader"]
