@@ -17,7 +17,8 @@ def test_local_cluster_is_kubernetes_1_37_with_a_node_and_the_chart_controller(k
     assert {c.type: c.status for c in node.status.conditions}["Ready"] == "True"
     assert node.status.node_info.container_runtime_version.startswith("containerd://2.")
     deployment = json.loads(kube.kubectl("get", "deployment", "-n", "wpbench-system", "-o", "json").stdout)["items"]
-    assert [d["status"].get("availableReplicas") for d in deployment] == [1]
+    # The chart's default: two replicas, one of them leading (controller.replicas).
+    assert [(d["spec"]["replicas"], d["status"].get("availableReplicas")) for d in deployment] == [(2, 2)]
     # The controller runs with its own ServiceAccount, never cluster-admin: refused what its Role does not grant.
     sa = deployment[0]["spec"]["template"]["spec"]["serviceAccountName"]
     as_sa = ("--as", f"system:serviceaccount:wpbench-system:{sa}")
