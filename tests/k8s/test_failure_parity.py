@@ -49,11 +49,21 @@ class FailurePath:
     expect: tuple[str, str]  # the decision and the record's status once retries are spent
     grace: float = 30.0
     kill_after_running: float | None = None  # seconds the grader runs before it is killed from outside
+    outer_first: bool = False  # the backend's outer deadline comes before the grader's own end
+
+
+class OuterDeadlineFirst(GradeTask):
+    """A task whose backend deadline leaves out its setup budget, as a grader slowed past its own bounds would
+    see it: with no grace the backend stops the grader before the grader's timer ends the candidate."""
+
+    @property
+    def budget_seconds(self) -> float:
+        return self.timeout_seconds
 
 
 PATHS = {
     "hung": FailurePath("sleep( 60 );", 2, ("Scored", "timeout")),
-    "hung-past-the-outer-deadline": FailurePath("sleep( 60 );", 2, ("Infra", "timeout"), grace=0),
+    "hung-past-the-outer-deadline": FailurePath("sleep( 60 );", 2, ("Infra", "timeout"), grace=0, outer_first=True),
     "oom-killed": FailurePath(OOM, 30, ("Infra", "error")),
     "no-output": FailurePath("fclose( STDOUT ); fclose( STDERR ); exit( 0 );", 10, ("Scored", "error")),
     "stopped-from-outside": FailurePath("sleep( 60 );", 60, ("Infra", "infra_error"), kill_after_running=3),
@@ -96,7 +106,8 @@ def _grade(backend: str, path: FailurePath, image: str, space: Space) -> GraderF
         killer = threading.Thread(target=KILLS[backend], args=(executor, space, path.kill_after_running), daemon=True)
         killer.start()
     try:
-        facts = executor.run_grader(GradeTask(test_id="parity", code=path.code, timeout_seconds=path.timeout))
+        kind = OuterDeadlineFirst if path.outer_first else GradeTask
+        facts = executor.run_grader(kind(test_id="parity", code=path.code, timeout_seconds=path.timeout))
     finally:
         executor.cleanup()
     if killer is not None:
