@@ -135,7 +135,8 @@ def test_a_failure_path_ends_the_same_on_both_backends(
     seen = {backend: _grade(backend, path, grader_image, space) for backend in ("docker", "kubernetes")}
     flags = {b: f.model_dump(include={"started", "stopped_from_outside", "oom_killed", "deadline_exceeded"})
              for b, f in seen.items()}  # fmt: skip
-    assert flags["docker"] == flags["kubernetes"], seen  # the same thing happened, in the backends' words
+    why = {b: (f.infra_reason, f.detail) for b, f in seen.items()}  # what pytest's repr of `seen` cuts off
+    assert flags["docker"] == flags["kubernetes"], why  # the same thing happened, in the backends' words
     outcomes = {backend: _outcome(decide_outcome(facts)) for backend, facts in seen.items()}
     assert outcomes["docker"] == outcomes["kubernetes"], seen
     docker_end = outcomes["docker"]
