@@ -154,6 +154,17 @@ class Grader:
             executor.cleanup()
 
 
+def wait_for_runner(container: str, seconds: float = 30) -> float | None:
+    """Seconds until the container's process list shows the runner (None: not within `seconds`)."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        ps = subprocess.run(["docker", "top", container], capture_output=True, text=True, check=False)
+        if "runner.php" in ps.stdout:
+            return time.monotonic() - started
+        time.sleep(0.2)
+    return None
+
+
 def _batch_script() -> str:
     return (
         "for f in /tasks/*.json; do "

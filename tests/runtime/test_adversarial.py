@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 import uuid
 
 import pytest
-from gradekit import Graded, Grader, task
+from gradekit import Graded, Grader, task, wait_for_runner
 from hostile import HOSTILES, Hostile, target_task, token
 from hostile_sandbox import SANDBOX_HOSTILES
 from hostile_semantics import CASES as SEMANTIC_CASES
@@ -169,15 +168,7 @@ def test_the_pre_boot_switch_starts_the_runner_before_or_after_the_task(grader: 
         proc = subprocess.Popen(grader.argv("--name", name, *BOOT_MODES[mode]), stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
         try:
-            deadline = time.monotonic() + (30 if mode == "preboot" else seen["preboot"] + 5)
-            seen[mode] = None
-            started = time.monotonic()
-            while time.monotonic() < deadline:
-                ps = subprocess.run(["docker", "top", name], capture_output=True, text=True, check=False)
-                if "runner.php" in ps.stdout:
-                    seen[mode] = time.monotonic() - started
-                    break
-                time.sleep(0.2)
+            seen[mode] = wait_for_runner(name, 30 if mode == "preboot" else seen["preboot"] + 5)
         finally:
             subprocess.run(["docker", "kill", name], capture_output=True, check=False)
             proc.wait(timeout=60)
@@ -218,12 +209,7 @@ def test_a_stop_from_outside_is_exit_4(grader: Grader, tokens: dict[str, str]) -
     assert proc.stdin is not None
     proc.stdin.write(json.dumps(target_task(tokens, "sleep( 60 );", timeout=30)))
     proc.stdin.close()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        ps = subprocess.run(["docker", "top", name], capture_output=True, text=True, check=False)
-        if "runner.php" in ps.stdout:
-            break
-        time.sleep(0.2)
+    wait_for_runner(name)
     subprocess.run(["docker", "kill", "--signal", "TERM", name], capture_output=True, check=False)
     assert proc.stdout is not None and proc.stderr is not None
     out, err = proc.stdout.read(), proc.stderr.read()

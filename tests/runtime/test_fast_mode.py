@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import uuid
 from typing import Any
 
 import pytest
-from gradekit import Graded, Grader, task
+from gradekit import Graded, Grader, task, wait_for_runner
 
 pytestmark = pytest.mark.docker
 
@@ -353,12 +352,7 @@ def test_the_reset_ends_the_sequence_when_something_is_left(grader: Grader, left
     try:
         proc.stdin.write(json.dumps(task("sleep( 3 );", PROBE_CHECK, timeout_seconds=10)) + "\n")
         proc.stdin.flush()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            ps = subprocess.run(["docker", "top", name], capture_output=True, text=True, check=False)
-            if "runner.php" in ps.stdout:
-                break
-            time.sleep(0.2)
+        wait_for_runner(name)
         subprocess.run(["docker", "exec", "-u", "0", name, "/bin/sh", "-c", leftover], check=True, timeout=30)
         out, err = proc.communicate(timeout=60)  # closes stdin: a sequence still `ready` would then end, unreset
     finally:
