@@ -36,6 +36,8 @@ TASKS: dict[str, object] = {
     "setup_overruns": task(
         "echo 'CANDIDATE-RAN';", OK, setup_timeout_seconds=1.5, runtime={"setup": "while ( true ) {}", **TEARDOWN}
     ),
+    # Hostile: a candidate that outlasts the setup bound wants its hang read as the harness's (excluded).
+    "candidate_outlasts_the_setup_bound": task("while ( true ) {}", OK, timeout_seconds=1.5, setup_timeout_seconds=1.5),
     "slow_setup_within_its_bound": task(
         "function f() { return 1; }",
         CALLS_F,
@@ -169,6 +171,12 @@ def test_setup_overrun_is_a_harness_error_before_the_candidate(graded: dict[str,
     g = graded["setup_overruns"]
     check(g, "harness_error", "setup did not complete: timed out after 1.5 s (setup_timeout_seconds", exit_code=2)
     assert "CANDIDATE-RAN" not in g.verdict.stdout and g.verdict.phases["candidate"] == "not run"
+
+
+def test_a_candidate_cannot_spend_the_setup_bound_to_become_a_harness_error(graded: dict[str, Graded]) -> None:
+    # The setup bound closes when setup reports, before any candidate code is included (runner.php): the hang
+    # is the candidate's timeout, scored.
+    check(graded["candidate_outlasts_the_setup_bound"], "timeout", "timed out after 1.5 s in candidate code")
 
 
 def test_a_slow_setup_is_not_charged_to_the_candidate(graded: dict[str, Graded]) -> None:
