@@ -210,6 +210,20 @@ def test_a_pod_deleted_after_its_grader_ended_is_read_from_its_log():
     assert isinstance(decide(job("Complete"), ended, log=log), Scored)
 
 
+def test_a_pod_deleted_mid_run_whose_log_is_gone_was_stopped_from_outside():
+    # Seen in CI (tests/k8s/test_failure_parity.py[stopped-from-outside]): `delete pod` 3 s into the candidate;
+    # the kubelet's SIGTERM ended the grader (exit 143 at 00:00:02) and its final delete reset the grace to 0 and
+    # deletionTimestamp to 00:00:03, after the exit; the Job's finalizer kept the pod listed, then it went and the
+    # log read got 404. That is a stop from outside (retried, never scored), not a grader that never ran.
+    gone = _deleted(pod(143), at="2026-01-01T00:00:03Z", grace=0)
+    facts = attempt_facts(job(reason="BackoffLimitExceeded"), gone, test_id="t-1", log=None, log_error="404 NotFound")
+    assert facts.started and facts.stopped_from_outside and "404" in facts.detail, facts
+    decision = decide_outcome(facts)
+    assert isinstance(decision, Infra) and settle(decision) is None
+    # A pod nobody deleted whose log cannot be read stays "did not run" (the reading failed, not the grader).
+    assert not attempt_facts(job("Complete"), pod(0), test_id="t-1", log=None, log_error="500").started
+
+
 def test_a_pending_pod_deleted_at_the_jobs_deadline_never_ran_and_says_why():
     # The Job controller deletes a pod still waiting for CPU when the Job's deadline passes: never started.
     why = "0/1 nodes are available: 1 Insufficient cpu."

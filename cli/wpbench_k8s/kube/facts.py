@@ -186,6 +186,11 @@ def attempt_facts(
     pod_name = pod["metadata"]["name"]
     if log is None:
         reason = f"log of pod {pod_name} unreadable after {LOG_READ_TRIES} reads: {log_error}"
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            # It ran (status_facts saw it end) and someone deleted it; its log went with it. Once the kubelet's
+            # final delete has shortened the grace to 0, deletionTimestamp no longer says when the deletion was
+            # asked for, so deleted_before_it_ended cannot tell; either way the attempt was ended from outside.
+            return GraderFacts(test_id=test_id, stopped_from_outside=True, detail=f"pod {pod_name} deleted; {reason}")
         return GraderFacts(test_id=test_id, started=False, infra_reason=reason)
     term = grader_terminated(pod)
     return GraderFacts(
