@@ -155,8 +155,15 @@ class Controller:
 
     # ---- watches --------------------------------------------------------------------------
     def _follow(self, watcher: Watcher, on_event: Any) -> None:
+        """Feed a watch's events to `on_event` until the watch stops. A handler that raises is logged and the
+        watch goes on: one bad event never ends the thread (its run is still seen at the next resync)."""
         for event in watcher:
-            on_event(event)
+            try:
+                on_event(event)
+            except Exception:
+                name = (event.object.get("metadata") or {}).get("name", "?")
+                log.exception("watch %s %s: handling %s %s failed; the watch goes on",
+                              watcher.kind.plural, watcher.namespace or "", event.type, name)  # fmt: skip
 
     def _serve(self, ns: str, retry_seconds: float = 1.0) -> None:
         """Start the run and Job watches of `ns` (once)."""
@@ -228,8 +235,7 @@ class Controller:
 
     def _follow_tenants(self, watcher: Watcher) -> None:
         # A label-selector watch reports a namespace that stops matching as DELETED.
-        for event in watcher:
-            self._tenant(event.object, present=event.type != "DELETED")
+        self._follow(watcher, lambda event: self._tenant(event.object, present=event.type != "DELETED"))
 
     def _list_tenants(self) -> None:
         """Match the served tenants to a fresh list (what a broken watch may have missed)."""
@@ -316,6 +322,7 @@ class Controller:
     def _new_term(self) -> None:
         """A leadership term begins: nothing remembered from before (another replica may have written since)."""
         self.generations.shutdown()
+        self.reconciler.shutdown()  # its pools' queued work belongs to the old term (a fenced client refuses it)
         self.generations = GenerationPool(self.model_workers, notify=self.queue.add)
         self.reconciler = Reconciler(self.kube, self.options, self.generations)
         self._enqueue_all()
@@ -369,6 +376,7 @@ class Controller:
             if again is not None:
                 self.queue.add(key, after=again)
         self.generations.shutdown()
+        self.reconciler.shutdown()
         if self.elector is not None and election is not None:
             election.join(timeout=30)  # its last renewal done, so the release is the Lease's last write of ours
             self.elector.release()  # the worker has stopped: nothing of ours writes any more
