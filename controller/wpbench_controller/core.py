@@ -17,7 +17,7 @@ steps the shell takes, because what it stores in one step is what the next one s
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -180,6 +180,18 @@ def pass_events(retried: Sequence[tuple[str, str]], records: Sequence[Record]) -
 
 
 # ---- step 2: schedule ----------------------------------------------------------------------------------
+def advance(order: Sequence[str], cursor: int, stored: Container[str]) -> int:
+    """The run's cursor moved past the items (in payload order) that all have a record."""
+    while cursor < len(order) and order[cursor] in stored:
+        cursor += 1
+    return cursor
+
+
+def unstarted(order: Sequence[str], cursor: int, stored: Container[str], active: Container[str]) -> Iterator[str]:
+    """Items from `cursor` on with neither a record nor a Job in flight, in payload order (lazily)."""
+    return (order[n] for n in range(cursor, len(order)) if order[n] not in stored and order[n] not in active)
+
+
 Need = Literal["grader", "model", "none"]
 
 

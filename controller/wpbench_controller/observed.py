@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wpbench_controller.verdicts import pod_image_id
-from wpbench_k8s.kube.facts import condition, job_failed, kueue_deactivated, waiting_reason
-from wpbench_k8s.kube.names import ANNOTATION_ITEM_ID, LABEL_ATTEMPT, LABEL_ITEM
+from wpbench_k8s.kube.facts import condition, job_failed, waiting_reason
+from wpbench_k8s.kube.names import ANNOTATION_ITEM_ID, ANNOTATION_KUEUE_DEACTIVATED, LABEL_ATTEMPT, LABEL_ITEM
 from wpbench_k8s.outcome import GraderFacts
 
 
@@ -107,7 +107,7 @@ def observe_job(job: dict[str, Any], pod: ObservedPod | None = None) -> Observed
         attempt=_attempt(labels),
         complete=condition(job, "Complete") is not None,
         failed=job_failed(job) is not None,
-        kueue_deactivated=kueue_deactivated(job),
+        kueue_deactivated=str(annotations.get(ANNOTATION_KUEUE_DEACTIVATED) or ""),  # as facts.kueue_deactivated
         suspended=bool(_mapping(job.get("spec")).get("suspend")),
         pod=pod,
         source=job,

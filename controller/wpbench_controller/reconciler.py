@@ -551,12 +551,10 @@ class Reconciler:
     def _pending(self, namespace: str, name: str, cache: RunCache, active: frozenset[str]) -> Iterator[Pending]:
         """Items with neither a record nor a Job, in payload order, each with what it needs (read lazily:
         `core.schedule` takes only as many as it has room for)."""
-        order, results = cache.payload.order, cache.results
-        while cache.cursor < len(order) and order[cache.cursor] in results:
-            cache.cursor += 1
-        return (self._need(namespace, name, cache, order[position])
-                for position in range(cache.cursor, len(order))
-                if order[position] not in results and order[position] not in active)  # fmt: skip
+        order = cache.payload.order
+        cache.cursor = core.advance(order, cache.cursor, cache.results)
+        unstarted = core.unstarted(order, cache.cursor, cache.results, active)
+        return (self._need(namespace, name, cache, item_id) for item_id in unstarted)
 
     def _need(self, namespace: str, name: str, cache: RunCache, item_id: str) -> Pending:
         """What an item needs now. Model items first get their candidate (a call started in the pool, or
