@@ -1,7 +1,9 @@
 """The controller process: watches feed a work queue of runs; one worker reconciles them.
 
 Watches (runs and grader Jobs, per namespace: `kube.client.Watcher`) only say *which* run to look
-at; the reconciler always reads the current state itself (level-triggered). A periodic resync
+at; the reconciler always reads the current state itself (level-triggered): grader Jobs and pods from the
+stores those watches (and a grader pods watch) keep (`informer.py`), the rest from the API server. A watch
+handler that raises is logged; its watch goes on. A periodic resync
 enqueues every run, so a missed event costs at most `resync_seconds`. Model calls run in a bounded
 pool beside the worker. Every API request has a timeout, so the worker's loop always comes round:
 `alive()` (the liveness probe) says whether it did recently.
@@ -27,6 +29,7 @@ from functools import partial
 from typing import Any
 
 from wpbench_controller.generation import GenerationPool
+from wpbench_controller.informer import Informers
 from wpbench_controller.kueue import WORKLOADS, Deactivations, readable, served
 from wpbench_controller.leader import Elector
 from wpbench_controller.logs import reconciling
@@ -35,6 +38,7 @@ from wpbench_controller.reconciler import Options, Reconciler
 from wpbench_k8s.kube.client import (
     JOBS,
     NAMESPACES,
+    PODS,
     RUNS,
     Conflict,
     Fenced,
@@ -122,7 +126,8 @@ class Controller:
         self.model_workers = model_workers
         self.queue = WorkQueue()
         self.generations = GenerationPool(model_workers, notify=self.queue.add)
-        self.reconciler = Reconciler(kube, options, self.generations)
+        self.informers = Informers()  # grader Jobs and pods per namespace, from the watches (every term reads them)
+        self.reconciler = Reconciler(kube, options, self.generations, self.informers)
         self.resync_seconds = resync_seconds
         self.liveness_seconds = liveness_seconds
         self.elector = elector
@@ -173,6 +178,7 @@ class Controller:
             self._watchers[ns] = []
 
         metrics = self.metrics
+        jobs, pods = self.informers.serve(ns)
 
         def on_run(event: WatchEvent) -> None:
             metrics.run_event(ns, event)
@@ -184,10 +190,15 @@ class Controller:
                 self.queue.add(key)
 
         def on_job(event: WatchEvent) -> None:
+            jobs.apply(event)  # before the run is enqueued: its pass reads the store
             metrics.job_event(ns, event)
             run = (event.object["metadata"].get("labels") or {}).get(LABEL_RUN)
             if run:
                 self.queue.add((ns, run))
+
+        def jobs_listed(listed: list[dict[str, Any]]) -> None:
+            jobs.replace(listed)
+            metrics.jobs_listed(ns, listed)
 
         def on_workload(event: WatchEvent) -> None:
             with contextlib.suppress(Fenced):  # a standby marks nothing: the leader does
@@ -195,7 +206,8 @@ class Controller:
 
         watches: list[tuple[str, Kind, str | None, Any, Any]] = [
             ("runs", RUNS, None, on_run, partial(metrics.runs_listed, ns)),
-            ("jobs", JOBS, managed_graders_selector(), on_job, partial(metrics.jobs_listed, ns)),
+            ("jobs", JOBS, managed_graders_selector(), on_job, jobs_listed),
+            ("pods", PODS, managed_graders_selector(), pods.apply, pods.replace),  # grader pods only
         ]
         if self._with_kueue and readable(self.kube, ns):  # a Job whose Workload Kueue deactivated ends as infra
             watches.append(("workloads", WORKLOADS, None, on_workload, None))
@@ -217,6 +229,7 @@ class Controller:
             watchers = self._watchers.pop(ns, [])
         for watcher in watchers:
             watcher.stop()
+        self.informers.drop(ns)
         if watchers:
             log.info("namespace %s no longer matches %s: not served", ns, self.namespace_selector)
 
@@ -324,7 +337,7 @@ class Controller:
         self.generations.shutdown()
         self.reconciler.shutdown()  # its pools' queued work belongs to the old term (a fenced client refuses it)
         self.generations = GenerationPool(self.model_workers, notify=self.queue.add)
-        self.reconciler = Reconciler(self.kube, self.options, self.generations)
+        self.reconciler = Reconciler(self.kube, self.options, self.generations, self.informers)
         self._enqueue_all()
 
     def run(self) -> None:

@@ -45,6 +45,7 @@ from wpbench_controller.conditions import Recorder
 from wpbench_controller.core import Collection, Ending, Finish, Pending
 from wpbench_controller.events import IGNORED, REFUSED, Events
 from wpbench_controller.generation import Generated, GenerationPool, GenerationUnavailable
+from wpbench_controller.informer import Informers
 from wpbench_controller.observed import Observation, ObservedJob, ObservedRun, observe_jobs, observe_run
 from wpbench_controller.verdicts import ImageProbe, RunVerdicts
 from wpbench_k8s.cache import CACHED_MODES
@@ -63,7 +64,14 @@ from wpbench_k8s.kube.client import (
     to_dict,
 )
 from wpbench_k8s.kube.facts import status_facts
-from wpbench_k8s.kube.names import COMPONENT_GENERATED, COMPONENT_GRADER, COMPONENT_VERDICTS, LABEL_ITEM, run_selector
+from wpbench_k8s.kube.names import (
+    COMPONENT_GENERATED,
+    COMPONENT_GRADER,
+    COMPONENT_VERDICTS,
+    LABEL_ITEM,
+    pod_selector,
+    run_selector,
+)
 from wpbench_k8s.kube.objects import (
     DEFAULT_INFRA_RETRIES,
     DEFAULT_START_SECONDS,
@@ -172,10 +180,19 @@ class Reconciler:
     """Drives runs to completion. One instance per controller process; `reconcile` is not reentrant.
 
     Model calls run in `generations` (a bounded pool); everything else happens on the caller's thread.
+    With `informers` (the controller's watch-fed stores) a pass reads Jobs and pods from memory once they
+    have listed (`informer.py`); without, or before that, it LISTs them.
     """
 
-    def __init__(self, kube: Kube, options: Options | None = None, generations: GenerationPool | None = None) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        options: Options | None = None,
+        generations: GenerationPool | None = None,
+        informers: Informers | None = None,
+    ) -> None:
         self.kube = kube
+        self.informers = informers
         self.options = options or Options()
         self.generations = generations or GenerationPool(4)
         self.cache: dict[tuple[str, str], RunCache] = {}
@@ -355,11 +372,13 @@ class Reconciler:
         manifest = cache.payload.manifest
         owner = owner_reference(name, cache.uid)
         selector = run_selector(name, COMPONENT_GRADER)
-        jobs = self.kube.items(JOBS, namespace, selector=selector)
-        pods = self.kube.items(PODS, namespace, selector=selector) if jobs else []
+        jobs, pods, cached = self._read_graders(namespace, name, selector)
 
         # 1. collect: the facts of the attempts to decide, then the core's decisions
         observation = Observation(observe_jobs(jobs, pods), stored=cache.results, known=cache.payload.keys)
+        if cached and core.to_decide(observation):  # a verdict is read from the pods as they are now
+            pods = self.kube.items(PODS, namespace, selector=selector)
+            observation = Observation(observe_jobs(jobs, pods), stored=cache.results, known=cache.payload.keys)
         observation = dataclasses.replace(observation, facts=self._facts(namespace, cache, core.to_decide(observation)))
         collected = core.collect(observation, settings.infra_retries)
         retried, replaced, requeue = self._start_retries(namespace, cache, settings, owner, collected)
@@ -374,6 +393,7 @@ class Reconciler:
         self._delete_ended(namespace, selector, list(collected.delete_items), cache.deleting)
         for job_name in (*collected.delete_jobs, *replaced):
             self.kube.delete(JOBS, namespace, job_name)
+            self._wrote(namespace, deleted=job_name)
 
         if run.cancel:
             if jobs:
@@ -436,6 +456,28 @@ class Reconciler:
                                                "inFlight": ending.in_flight})  # fmt: skip
         return core.earliest(ending.requeue, wait)
 
+    def _read_graders(
+        self, namespace: str, name: str, selector: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+        """The run's grader Jobs and their pods: from the watch-fed stores once they listed (True), else LISTed."""
+        stores = self.informers.synced(namespace) if self.informers is not None else None
+        if stores is not None:
+            labels = pod_selector(name)  # what `selector` says, as labels
+            jobs = stores[0].select(labels)
+            return jobs, stores[1].select(labels) if jobs else [], True
+        jobs = self.kube.items(JOBS, namespace, selector=selector)
+        return jobs, self.kube.items(PODS, namespace, selector=selector) if jobs else [], False
+
+    def _wrote(self, namespace: str, *, created: dict[str, Any] | None = None, deleted: str = "") -> None:
+        """What this process wrote goes into the Jobs store at once (the watch may bring it later)."""
+        stores = self.informers.synced(namespace) if self.informers is not None else None
+        if stores is None:
+            return
+        if created is not None:
+            stores[0].assume(created)
+        if deleted:
+            stores[0].forget(deleted)
+
     def _facts(self, namespace: str, cache: RunCache, jobs: tuple[ObservedJob, ...]) -> dict[str, GraderFacts | None]:
         """The facts of finished attempts (None: the log did not answer this time). Logs of every attempt whose
         status alone does not decide are read at once."""
@@ -468,12 +510,14 @@ class Reconciler:
             log.info("%s attempt %d: %s; starting attempt %d", item_id, retry.attempt - 1, retry.reason, retry.attempt)
             body = item_job(cache.payload.manifest, item, settings, self._task_source(cache, settings, item), owner,
                             attempt=retry.attempt, previous_reason=retry.reason)  # fmt: skip
+            job = to_dict(body)
             try:
-                self.kube.ensure(JOBS, namespace, to_dict(body))
+                self.kube.ensure(JOBS, namespace, job)
             except KubeError as exc:  # quota, admission: keep this attempt and try again later
                 log.warning("%s: cannot start attempt %d: %s", item_id, retry.attempt, exc)
                 requeue = core.earliest(requeue, core.CREATE_RETRY_SECONDS)
                 continue
+            self._wrote(namespace, created=job)
             retried.append((item_id, retry.reason))
             replaced.extend(retry.replaced)  # the new attempt stays
         return retried, replaced, requeue
@@ -590,6 +634,7 @@ class Reconciler:
             except KubeError as exc:
                 log.warning("cannot create Job %s: %s", body["metadata"]["name"], exc)
                 return False
+            self._wrote(namespace, created=body)
             return True
 
         done = list(self.write_pool.map(create, bodies))

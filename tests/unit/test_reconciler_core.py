@@ -17,6 +17,7 @@ from wpbench_controller import core
 from wpbench_controller.conditions import is_true, run_conditions
 from wpbench_controller.controller import Controller
 from wpbench_controller.core import Continue, Finish, Pending
+from wpbench_controller.informer import Informers
 from wpbench_controller.observed import Observation, ObservedJob, ObservedPod, observe_jobs, observe_pod, observe_run
 from wpbench_k8s.kube.client import WatchEvent
 from wpbench_k8s.kube.facts import attempt_facts
@@ -370,3 +371,31 @@ def test_a_handler_that_raises_is_logged_and_the_watch_goes_on(caplog):
     with caplog.at_level(logging.ERROR):
         Controller._follow(None, events, handler)  # type: ignore[arg-type]
     assert seen == ["next"] and "handling ADDED bad failed; the watch goes on" in caplog.text
+
+
+# ---- the watch-fed stores a pass reads ------------------------------------------------------------------
+def test_a_store_follows_its_watch_and_the_writes_of_this_process():
+    informers = Informers()
+    jobs, pods = informers.serve("ns")
+    assert informers.synced("ns") is None  # before its first list: the pass LISTs
+    a1, b1 = job("a"), job("b")
+    jobs.replace([a1, b1])
+    pods.replace([])
+    assert informers.synced("ns") == (jobs, pods)
+    labels = {LABEL_ITEM: "h-a"}
+    assert jobs.select(labels) == [a1] and len(jobs.select({})) == 2
+    done = job("a", 1, "Complete")
+    jobs.apply(WatchEvent("MODIFIED", done))
+    jobs.apply(WatchEvent("LISTED", a1))  # a relist's objects came with `replace`
+    assert jobs.select(labels) == [done]
+    jobs.assume(job("a"))  # created here, but the watch has the API server's copy: kept
+    assert jobs.select(labels) == [done]
+    jobs.assume(job("c"))  # created here, not in the watch yet: counted from now on
+    assert [o["metadata"]["name"] for o in jobs.select({})] == ["run-a-a1", "run-b-a1", "run-c-a1"]
+    jobs.forget("run-b-a1")
+    jobs.apply(WatchEvent("DELETED", done))
+    assert [o["metadata"]["name"] for o in jobs.select({})] == ["run-c-a1"]
+    jobs.replace([b1])  # a relist (after 410 Gone) is the whole truth again
+    assert jobs.select({}) == [b1]
+    informers.drop("ns")
+    assert informers.synced("ns") is None
