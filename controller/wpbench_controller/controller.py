@@ -34,6 +34,7 @@ from wpbench_controller.kueue import WORKLOADS, Deactivations, readable, served
 from wpbench_controller.leader import Elector
 from wpbench_controller.logs import reconciling
 from wpbench_controller.metrics import Metrics
+from wpbench_controller.observed import observe_job, observe_run
 from wpbench_controller.reconciler import Options, Reconciler
 from wpbench_k8s.kube.client import (
     JOBS,
@@ -49,7 +50,7 @@ from wpbench_k8s.kube.client import (
     Watcher,
     WatchEvent,
 )
-from wpbench_k8s.kube.names import LABEL_RUN, managed_graders_selector
+from wpbench_k8s.kube.names import managed_graders_selector
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace, run name)
@@ -182,9 +183,11 @@ class Controller:
 
         def on_run(event: WatchEvent) -> None:
             metrics.run_event(ns, event)
-            obj = event.object
-            key = (ns, obj["metadata"]["name"])
-            owner = (obj.get("status") or {}).get("controller") or ""
+            run = observe_run(event.object)
+            if not run.name:
+                return
+            key = (ns, run.name)
+            owner = run.controller
             self._owners[key] = owner
             if not self.instance or owner in ("", self.instance):
                 self.queue.add(key)
@@ -192,7 +195,7 @@ class Controller:
         def on_job(event: WatchEvent) -> None:
             jobs.apply(event)  # before the run is enqueued: its pass reads the store
             metrics.job_event(ns, event)
-            run = (event.object["metadata"].get("labels") or {}).get(LABEL_RUN)
+            run = observe_job(event.object).run
             if run:
                 self.queue.add((ns, run))
 
@@ -288,10 +291,9 @@ class Controller:
             except Exception as exc:
                 log.warning("resync %s: %s", ns, exc)
                 continue
-            for run in runs:
-                on_run_owner = (run.get("status") or {}).get("controller") or ""
-                key = (ns, run["metadata"]["name"])
-                self._owners[key] = on_run_owner
+            for run in map(observe_run, runs):
+                key = (ns, run.name)
+                self._owners[key] = run.controller
                 self.queue.add(key)
 
     def _resync(self) -> None:
@@ -315,7 +317,7 @@ class Controller:
             run = self.kube.get(RUNS, ns, name)
         except NotFound:
             return True  # the reconciler forgets it
-        owner = (run.get("status") or {}).get("controller") or ""
+        owner = observe_run(run).controller
         if not owner:
             claim = {"metadata": {"resourceVersion": run["metadata"]["resourceVersion"]},
                      "status": {"controller": self.instance}}  # fmt: skip

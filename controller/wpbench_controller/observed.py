@@ -18,7 +18,13 @@ from typing import Any
 
 from wpbench_controller.verdicts import pod_image_id
 from wpbench_k8s.kube.facts import condition, job_failed, waiting_reason
-from wpbench_k8s.kube.names import ANNOTATION_ITEM_ID, ANNOTATION_KUEUE_DEACTIVATED, LABEL_ATTEMPT, LABEL_ITEM
+from wpbench_k8s.kube.names import (
+    ANNOTATION_ITEM_ID,
+    ANNOTATION_KUEUE_DEACTIVATED,
+    LABEL_ATTEMPT,
+    LABEL_ITEM,
+    LABEL_RUN,
+)
 from wpbench_k8s.outcome import GraderFacts
 
 
@@ -63,6 +69,7 @@ class ObservedJob:
     items: tuple[str, ...]  # item ids, in the order the grader takes them (one today)
     item_label: str  # the item label its every attempt carries (what a deletecollection selects)
     attempt: int  # 1, 2, ...
+    run: str = ""  # the run label (the run to reconcile when the Job changes)
     complete: bool = False
     failed: bool = False  # Failed, or FailureTarget (set first, and alone when a pod never terminates)
     kueue_deactivated: str = ""  # why Kueue will never admit it again ("" when it may)
@@ -105,6 +112,7 @@ def observe_job(job: dict[str, Any], pod: ObservedPod | None = None) -> Observed
         items=(str(annotations.get(ANNOTATION_ITEM_ID, "")),),
         item_label=str(labels.get(LABEL_ITEM, "")),
         attempt=_attempt(labels),
+        run=str(labels.get(LABEL_RUN, "")),
         complete=condition(job, "Complete") is not None,
         failed=job_failed(job) is not None,
         kueue_deactivated=str(annotations.get(ANNOTATION_KUEUE_DEACTIVATED) or ""),  # as facts.kueue_deactivated
@@ -156,6 +164,7 @@ class ObservedRun:
     requeued: int  # requeues done
     accepted_digest: str  # the manifest digest the controller accepted ("" before)
     grader_image_id: str
+    controller: str = ""  # the instance that claimed the run ("" unclaimed)
     conditions: tuple[dict[str, Any], ...] = ()
     # as stored, then as this pass's own writes left it (the shell keeps it current): the next patch's base
     status: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -190,6 +199,7 @@ def observe_run(run: dict[str, Any]) -> ObservedRun:
         requeued=_int(status.get("requeued"), 0),
         accepted_digest=str(status.get("manifestDigest") or ""),
         grader_image_id=str(status.get("graderImageID") or ""),
+        controller=str(status.get("controller") or ""),
         conditions=tuple(dict(c) for c in status.get("conditions") or [] if isinstance(c, Mapping)),
         status=dict(status),
         source=run,
@@ -210,3 +220,16 @@ class Observation:
     known: Container[str]  # the run's item ids
     # job name -> the facts of its finished attempt; None (or absent): its log did not answer this time
     facts: Mapping[str, GraderFacts | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PayloadChunk:
+    """One payload ConfigMap: its data, and whether it is immutable (only then is it what every pod mounts)."""
+
+    immutable: bool
+    data: dict[str, str]
+
+
+def observe_payload_chunk(cm: dict[str, Any]) -> PayloadChunk:
+    data = cm.get("data")
+    return PayloadChunk(cm.get("immutable") is True, dict(data) if isinstance(data, Mapping) else {})

@@ -46,7 +46,14 @@ from wpbench_controller.core import Collection, Ending, Finish, Pending
 from wpbench_controller.events import IGNORED, REFUSED, Events
 from wpbench_controller.generation import Generated, GenerationPool, GenerationUnavailable
 from wpbench_controller.informer import Informers
-from wpbench_controller.observed import Observation, ObservedJob, ObservedRun, observe_jobs, observe_run
+from wpbench_controller.observed import (
+    Observation,
+    ObservedJob,
+    ObservedRun,
+    observe_jobs,
+    observe_payload_chunk,
+    observe_run,
+)
 from wpbench_controller.verdicts import ImageProbe, RunVerdicts
 from wpbench_k8s.cache import CACHED_MODES
 from wpbench_k8s.errors import InputError
@@ -275,14 +282,13 @@ class Reconciler:
         def read_chunk(n: int) -> dict[str, str]:
             if n >= len(maps):
                 raise PayloadError(f"the run lists {len(maps)} payload ConfigMaps, the index needs more")
-            cm = self.kube.get(CONFIG_MAPS, namespace, maps[n])
+            chunk = observe_payload_chunk(self.kube.get(CONFIG_MAPS, namespace, maps[n]))
             # Immutable: what the controller checked below is what every grader pod mounts later.
-            if cm.get("immutable") is not True:
+            if not chunk.immutable:
                 raise PayloadError(f"ConfigMap {maps[n]} is not immutable (its content could change after the check)")
-            data: dict[str, str] = cm.get("data") or {}
             if n == 0:
-                head.update(data)
-            return data
+                head.update(chunk.data)
+            return chunk.data
 
         try:
             payload = index_payload(read_chunk, digest)

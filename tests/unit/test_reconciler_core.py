@@ -18,7 +18,16 @@ from wpbench_controller.conditions import is_true, run_conditions
 from wpbench_controller.controller import Controller
 from wpbench_controller.core import Continue, Finish, Pending
 from wpbench_controller.informer import Informers
-from wpbench_controller.observed import Observation, ObservedJob, ObservedPod, observe_jobs, observe_pod, observe_run
+from wpbench_controller.observed import (
+    Observation,
+    ObservedJob,
+    ObservedPod,
+    PayloadChunk,
+    observe_jobs,
+    observe_payload_chunk,
+    observe_pod,
+    observe_run,
+)
 from wpbench_k8s.kube.client import WatchEvent
 from wpbench_k8s.kube.facts import attempt_facts
 from wpbench_k8s.kube.names import ANNOTATION_ITEM_ID, ANNOTATION_KUEUE_DEACTIVATED, LABEL_ATTEMPT, LABEL_ITEM
@@ -351,6 +360,9 @@ def test_a_run_read_from_hostile_shapes():
                        "status": {"conditions": ["junk", {"type": "Ready"}]}})  # fmt: skip
     assert run.max_in_flight is None and run.infra_retries == 0 and run.cache is False and run.payload_maps == ()
     assert run.conditions == ({"type": "Ready"},) and run.phase == "" and run.generation == 1
+    assert run.controller == "" and observe_run({"status": {"controller": "b"}}).controller == "b"
+    assert observe_payload_chunk({"immutable": "true", "data": None}) == PayloadChunk(False, {})
+    assert observe_payload_chunk({"immutable": True, "data": {"k": "v"}}) == PayloadChunk(True, {"k": "v"})
 
 
 # ---- the watches ----------------------------------------------------------------------------------------
