@@ -50,6 +50,7 @@ from wpbench_controller.observed import (
     Observation,
     ObservedJob,
     ObservedRun,
+    observe_job,
     observe_jobs,
     observe_payload_chunk,
     observe_run,
@@ -682,10 +683,13 @@ class Reconciler:
     # ---- writes ---------------------------------------------------------------------------
     def _delete_leftover_jobs(self, namespace: str, name: str) -> None:
         selector = run_selector(name, COMPONENT_GRADER)
-        if not self.kube.items(JOBS, namespace, selector=selector):
-            return
-        # A finished run keeps nothing running; no Job of it is needed any more.
-        self.kube.delete_collection(JOBS, namespace, selector=selector)
+        jobs = self.kube.items(JOBS, namespace, selector=selector)  # live: a requeue grades their items again
+        stores = self.informers.synced(namespace) if self.informers is not None else None
+        if jobs:
+            # A finished run keeps nothing running; no Job of it is needed any more.
+            self.kube.delete_collection(JOBS, namespace, selector=selector)
+        for job in (stores[0].select(pod_selector(name)) if stores is not None else []) + jobs:
+            self._wrote(namespace, deleted=observe_job(job).name)  # no later pass sees them (a late event neither)
 
     def _finish(self, run: ObservedRun, cache: RunCache, ending: Finish) -> float | None:
         fields = {"phase": ending.phase, "message": ending.message, "inFlight": 0, "completionTime": now_iso()}

@@ -411,3 +411,38 @@ def test_a_store_follows_its_watch_and_the_writes_of_this_process():
     assert jobs.select({}) == [b1]
     informers.drop("ns")
     assert informers.synced("ns") is None
+
+
+def uid(obj: dict[str, Any], value: str) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj["metadata"], "uid": value}}
+
+
+def test_a_job_this_process_deleted_never_comes_back_from_a_late_event_but_its_successor_does():
+    clock = [0.0]
+    jobs = Informers().serve("ns")[0]
+    jobs.clock = lambda: clock[0]
+    old = uid(job("a", 1, "Failed"), "u1")
+    jobs.replace([old])
+    jobs.forget("run-a-a1")  # a requeue deleted it: its item is graded again
+    jobs.apply(WatchEvent("MODIFIED", old))  # the Job controller's last update, sent before the deletion
+    assert jobs.select({}) == []
+    jobs.replace([old])  # a relist while its deletion runs
+    assert jobs.select({}) == []
+    fresh = uid(job("a"), "u2")  # the same name, created again
+    jobs.assume(job("a"))
+    jobs.apply(WatchEvent("DELETED", old))  # the old one's end never removes the new one
+    assert jobs.select({}) == [job("a")]
+    jobs.apply(WatchEvent("ADDED", fresh))
+    assert jobs.select({}) == [fresh]
+
+
+def test_a_created_job_the_watch_never_brings_is_dropped_after_a_while():
+    clock = [0.0]
+    jobs = Informers().serve("ns")[0]
+    jobs.clock = lambda: clock[0]
+    jobs.replace([])
+    jobs.assume(job("a"))
+    clock[0] = 30.0
+    assert len(jobs.select({})) == 1  # counted against the in-flight bound while the watch lags
+    clock[0] = 61.0
+    assert jobs.select({}) == []
