@@ -1,7 +1,9 @@
 """The controller process: watches feed a work queue of runs; one worker reconciles them.
 
 Watches (runs and grader Jobs, per namespace: `kube.client.Watcher`) only say *which* run to look
-at; the reconciler always reads the current state itself (level-triggered). A periodic resync
+at; the reconciler always reads the current state itself (level-triggered): grader Jobs and pods from the
+stores those watches (and a grader pods watch) keep (`informer.py`), the rest from the API server. A watch
+handler that raises is logged; its watch goes on. A periodic resync
 enqueues every run, so a missed event costs at most `resync_seconds`. Model calls run in a bounded
 pool beside the worker. Every API request has a timeout, so the worker's loop always comes round:
 `alive()` (the liveness probe) says whether it did recently.
@@ -27,14 +29,17 @@ from functools import partial
 from typing import Any
 
 from wpbench_controller.generation import GenerationPool
+from wpbench_controller.informer import Informers
 from wpbench_controller.kueue import WORKLOADS, Deactivations, readable, served
 from wpbench_controller.leader import Elector
 from wpbench_controller.logs import reconciling
 from wpbench_controller.metrics import Metrics
+from wpbench_controller.observed import observe_job, observe_run
 from wpbench_controller.reconciler import Options, Reconciler
 from wpbench_k8s.kube.client import (
     JOBS,
     NAMESPACES,
+    PODS,
     RUNS,
     Conflict,
     Fenced,
@@ -45,7 +50,7 @@ from wpbench_k8s.kube.client import (
     Watcher,
     WatchEvent,
 )
-from wpbench_k8s.kube.names import LABEL_RUN, managed_graders_selector
+from wpbench_k8s.kube.names import managed_graders_selector
 
 log = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace, run name)
@@ -122,7 +127,8 @@ class Controller:
         self.model_workers = model_workers
         self.queue = WorkQueue()
         self.generations = GenerationPool(model_workers, notify=self.queue.add)
-        self.reconciler = Reconciler(kube, options, self.generations)
+        self.informers = Informers()  # grader Jobs and pods per namespace, from the watches (every term reads them)
+        self.reconciler = Reconciler(kube, options, self.generations, self.informers)
         self.resync_seconds = resync_seconds
         self.liveness_seconds = liveness_seconds
         self.elector = elector
@@ -155,8 +161,15 @@ class Controller:
 
     # ---- watches --------------------------------------------------------------------------
     def _follow(self, watcher: Watcher, on_event: Any) -> None:
+        """Feed a watch's events to `on_event` until the watch stops. A handler that raises is logged and the
+        watch goes on: one bad event never ends the thread (its run is still seen at the next resync)."""
         for event in watcher:
-            on_event(event)
+            try:
+                on_event(event)
+            except Exception:
+                name = (event.object.get("metadata") or {}).get("name", "?")
+                log.exception("watch %s %s: handling %s %s failed; the watch goes on",
+                              watcher.kind.plural, watcher.namespace or "", event.type, name)  # fmt: skip
 
     def _serve(self, ns: str, retry_seconds: float = 1.0) -> None:
         """Start the run and Job watches of `ns` (once)."""
@@ -166,21 +179,29 @@ class Controller:
             self._watchers[ns] = []
 
         metrics = self.metrics
+        jobs, pods = self.informers.serve(ns)
 
         def on_run(event: WatchEvent) -> None:
             metrics.run_event(ns, event)
-            obj = event.object
-            key = (ns, obj["metadata"]["name"])
-            owner = (obj.get("status") or {}).get("controller") or ""
+            run = observe_run(event.object)
+            if not run.name:
+                return
+            key = (ns, run.name)
+            owner = run.controller
             self._owners[key] = owner
             if not self.instance or owner in ("", self.instance):
                 self.queue.add(key)
 
         def on_job(event: WatchEvent) -> None:
+            jobs.apply(event)  # before the run is enqueued: its pass reads the store
             metrics.job_event(ns, event)
-            run = (event.object["metadata"].get("labels") or {}).get(LABEL_RUN)
+            run = observe_job(event.object).run
             if run:
                 self.queue.add((ns, run))
+
+        def jobs_listed(listed: list[dict[str, Any]]) -> None:
+            jobs.replace(listed)
+            metrics.jobs_listed(ns, listed)
 
         def on_workload(event: WatchEvent) -> None:
             with contextlib.suppress(Fenced):  # a standby marks nothing: the leader does
@@ -188,7 +209,8 @@ class Controller:
 
         watches: list[tuple[str, Kind, str | None, Any, Any]] = [
             ("runs", RUNS, None, on_run, partial(metrics.runs_listed, ns)),
-            ("jobs", JOBS, managed_graders_selector(), on_job, partial(metrics.jobs_listed, ns)),
+            ("jobs", JOBS, managed_graders_selector(), on_job, jobs_listed),
+            ("pods", PODS, managed_graders_selector(), pods.apply, pods.replace),  # grader pods only
         ]
         if self._with_kueue and readable(self.kube, ns):  # a Job whose Workload Kueue deactivated ends as infra
             watches.append(("workloads", WORKLOADS, None, on_workload, None))
@@ -210,6 +232,7 @@ class Controller:
             watchers = self._watchers.pop(ns, [])
         for watcher in watchers:
             watcher.stop()
+        self.informers.drop(ns)
         if watchers:
             log.info("namespace %s no longer matches %s: not served", ns, self.namespace_selector)
 
@@ -228,8 +251,7 @@ class Controller:
 
     def _follow_tenants(self, watcher: Watcher) -> None:
         # A label-selector watch reports a namespace that stops matching as DELETED.
-        for event in watcher:
-            self._tenant(event.object, present=event.type != "DELETED")
+        self._follow(watcher, lambda event: self._tenant(event.object, present=event.type != "DELETED"))
 
     def _list_tenants(self) -> None:
         """Match the served tenants to a fresh list (what a broken watch may have missed)."""
@@ -269,10 +291,9 @@ class Controller:
             except Exception as exc:
                 log.warning("resync %s: %s", ns, exc)
                 continue
-            for run in runs:
-                on_run_owner = (run.get("status") or {}).get("controller") or ""
-                key = (ns, run["metadata"]["name"])
-                self._owners[key] = on_run_owner
+            for run in map(observe_run, runs):
+                key = (ns, run.name)
+                self._owners[key] = run.controller
                 self.queue.add(key)
 
     def _resync(self) -> None:
@@ -296,7 +317,7 @@ class Controller:
             run = self.kube.get(RUNS, ns, name)
         except NotFound:
             return True  # the reconciler forgets it
-        owner = (run.get("status") or {}).get("controller") or ""
+        owner = observe_run(run).controller
         if not owner:
             claim = {"metadata": {"resourceVersion": run["metadata"]["resourceVersion"]},
                      "status": {"controller": self.instance}}  # fmt: skip
@@ -316,8 +337,9 @@ class Controller:
     def _new_term(self) -> None:
         """A leadership term begins: nothing remembered from before (another replica may have written since)."""
         self.generations.shutdown()
+        self.reconciler.shutdown()  # its pools' queued work belongs to the old term (a fenced client refuses it)
         self.generations = GenerationPool(self.model_workers, notify=self.queue.add)
-        self.reconciler = Reconciler(self.kube, self.options, self.generations)
+        self.reconciler = Reconciler(self.kube, self.options, self.generations, self.informers)
         self._enqueue_all()
 
     def run(self) -> None:
@@ -369,6 +391,7 @@ class Controller:
             if again is not None:
                 self.queue.add(key, after=again)
         self.generations.shutdown()
+        self.reconciler.shutdown()
         if self.elector is not None and election is not None:
             election.join(timeout=30)  # its last renewal done, so the release is the Lease's last write of ours
             self.elector.release()  # the worker has stopped: nothing of ours writes any more

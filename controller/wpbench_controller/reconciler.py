@@ -1,57 +1,83 @@
-"""Level-triggered reconciliation of one WPBenchRun: observe the cluster, act, write status.
+"""Level-triggered reconciliation of one WPBenchRun: observe the cluster, decide, act, write status.
 
-Every pass starts from what the cluster says (the run, its Jobs and pods, its result shards), so a
-pass can be repeated or interrupted anywhere without losing or duplicating a verdict:
+This is the shell around the pure decisions of `core.py`: it reads (through `wpbench_k8s.kube`), builds
+the typed observation (`observed.py`), asks the core, and carries out what it decided, in an order that
+lets a pass be repeated or interrupted anywhere without losing or duplicating a verdict:
 
-1. collect finished attempts (one Job each): read the facts, decide (`outcome.decide_outcome`); an
-   Infra decision with retries left starts the next attempt's Job, any other ends the item
-   (`steps.score_item` and `steps.judge_record`: the same steps as a local run);
+1. collect finished attempts (one Job each): read their facts (status, log, events), let the core decide
+   (`core.collect` over `outcome.decide_outcome`); an Infra decision with retries left starts the next
+   attempt's Job first, any other ends the item (`steps.score_item` and `steps.judge_record`: the same
+   steps as a local run);
 2. store those records in the run's result ConfigMaps (one write per batch);
-3. only then delete the collected Jobs: one `deletecollection` by item label for every item that
-   ended (its Jobs, every attempt, go at once), single deletes only for attempts a retry replaced;
-4. start Jobs for items that have neither a result nor a Job, up to the run's in-flight bound, at
-   most `creates_per_pass` per pass, so runs take turns on the work queue, and while fewer than
+3. only then delete the collected Jobs: one `deletecollection` by item label for every item that ended
+   (its Jobs, every attempt, go at once), single deletes only for attempts a retry replaced;
+4. start Jobs for items that have neither a result nor a Job (`core.schedule`), up to the run's in-flight
+   bound, at most `creates_per_pass` per pass, so runs take turns on the work queue, and while fewer than
    `max_starting` of the run's Jobs wait for a pod that runs: the platform's queues (Job controller,
-   scheduler) then stay short, so another run's Jobs do not wait behind a big run's backlog (model
-   items first get their candidate from the generation pool, off this worker);
-5. write the status when it changed (counters at most every `status_interval` seconds), saying why
-   graders wait when their pods cannot run.
+   scheduler) then stay short, so another run's Jobs do not wait behind a big run's backlog (model items
+   first get their candidate from the generation pool, off this worker);
+5. write the status when it changed (`core.conclude`, `core.status_write`: counters at most every
+   `status_interval` seconds), saying why graders wait when their pods cannot run.
 
 What this process keeps in memory is a cache of cluster state, rebuilt after a restart: the run's
 manifest header and tests, its item ids and where each lives (items are read from their payload
 ConfigMap when needed, a few chunks at a time: `payload.PayloadIndex`), and a small tally per result.
-Pod logs of a pass are read concurrently (`log_readers`).
+Pod logs of a pass are read concurrently (`log_readers`). A write refused because this replica's
+leadership lapsed (`Fenced`) is never caught here: it ends the pass.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+import wpbench_controller.core as core
 from wpbench_controller.collector import LogReads, finished_attempt_facts, record_without_pod
-from wpbench_controller.conditions import Recorder, lifecycle_events, run_conditions, summarise
+from wpbench_controller.conditions import Recorder
+from wpbench_controller.core import Collection, Ending, Finish, Pending
 from wpbench_controller.events import IGNORED, REFUSED, Events
 from wpbench_controller.generation import Generated, GenerationPool, GenerationUnavailable
-from wpbench_controller.verdicts import ImageProbe, RunVerdicts, pod_image_id
+from wpbench_controller.informer import Informers
+from wpbench_controller.observed import (
+    Observation,
+    ObservedJob,
+    ObservedRun,
+    observe_job,
+    observe_jobs,
+    observe_payload_chunk,
+    observe_run,
+)
+from wpbench_controller.verdicts import ImageProbe, RunVerdicts
 from wpbench_k8s.cache import CACHED_MODES
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.kube import crd
-from wpbench_k8s.kube.client import CONFIG_MAPS, JOBS, NETWORK_POLICIES, PODS, RUNS, Kube, KubeError, NotFound, to_dict
-from wpbench_k8s.kube.facts import job_finished, newest, status_facts, waiting_reason
+from wpbench_k8s.kube.client import (
+    CONFIG_MAPS,
+    JOBS,
+    NETWORK_POLICIES,
+    PODS,
+    RUNS,
+    Fenced,
+    Kube,
+    KubeError,
+    NotFound,
+    to_dict,
+)
+from wpbench_k8s.kube.facts import status_facts
 from wpbench_k8s.kube.names import (
-    ANNOTATION_ITEM_ID,
     COMPONENT_GENERATED,
     COMPONENT_GRADER,
     COMPONENT_VERDICTS,
-    LABEL_ATTEMPT,
     LABEL_ITEM,
+    pod_selector,
     run_selector,
 )
 from wpbench_k8s.kube.objects import (
@@ -74,7 +100,7 @@ from wpbench_k8s.kube.payload import (
 from wpbench_k8s.kube.placement import Placement, parse_placement
 from wpbench_k8s.kube.results import ResultStore, Shards, listed_shards
 from wpbench_k8s.manifest import Candidate, ManifestItem
-from wpbench_k8s.outcome import Infra, decide_outcome
+from wpbench_k8s.outcome import GraderFacts
 from wpbench_k8s.pipeline import judge_for
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import NotGraded, build_record
@@ -84,16 +110,33 @@ from wpbench_k8s.verified import SuiteCheck, SuiteError, check_items, check_payl
 log = logging.getLogger(__name__)
 
 
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class StoredGeneration:
+    """A model item's candidate, stored in the run's generated ConfigMaps (`shard`: where its task lives)."""
+
+    generated: Generated
+    shard: str
+
+
+@dataclass(frozen=True)
+class CallRunning:
+    """A model item whose model call runs in the generation pool (started now or earlier)."""
+
+
+# A model item as step 4 finds it: its stored candidate, the record of a call that gave none, or a call running.
+GenerationState = StoredGeneration | Record | CallRunning
+
+
 def _generated_from_json(item: ManifestItem, stored: str) -> Generated:
     doc = json.loads(stored)
     candidate = Candidate.model_validate(doc["candidate"])
     filled = item.with_candidate(candidate)
     usage = Usage.model_validate(doc["usage"]) if doc.get("usage") else None
     return Generated(item=filled, usage=usage, answer=doc.get("answer"))
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass
@@ -106,7 +149,7 @@ class RunCache:
     generated: Shards
     verdicts: RunVerdicts
     suite: SuiteCheck
-    generated_items: dict[str, tuple[Generated, str]] = field(default_factory=dict)  # id -> (generation, shard)
+    generated_items: dict[str, StoredGeneration] = field(default_factory=dict)  # item id -> its stored candidate
     policy_ready: bool = False
     last_status_write: float = 0.0
     log_reads: LogReads = field(default_factory=LogReads)
@@ -141,40 +184,23 @@ class Options:
     trusted_suites: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
-class Seen:
-    """What step 1 found: records to store, Jobs to delete, items still in flight, why pods wait."""
-
-    records: list[Record] = field(default_factory=list)
-    finished: list[str] = field(default_factory=list)  # single Jobs to delete (attempts a retry replaced)
-    ended: list[str] = field(default_factory=list)  # item labels whose every Job goes
-    active: set[str] = field(default_factory=set)
-    starting: int = 0  # active Jobs whose pod is not there yet or Pending
-    queued: int = 0  # active Jobs suspended: waiting for Kueue to admit them (not in any platform queue yet)
-    retried: list[tuple[str, str]] = field(default_factory=list)  # (item, why) of attempts retried this pass
-    waiting: list[str] = field(default_factory=list)
-    requeue: float | None = None
-
-
-def _attempt(job: dict[str, Any]) -> int:
-    try:
-        return int((job["metadata"].get("labels") or {}).get(LABEL_ATTEMPT, "1"))
-    except ValueError:
-        return 1
-
-
-def _min(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else min(a, b)
-
-
 class Reconciler:
     """Drives runs to completion. One instance per controller process; `reconcile` is not reentrant.
 
     Model calls run in `generations` (a bounded pool); everything else happens on the caller's thread.
+    With `informers` (the controller's watch-fed stores) a pass reads Jobs and pods from memory once they
+    have listed (`informer.py`); without, or before that, it LISTs them.
     """
 
-    def __init__(self, kube: Kube, options: Options | None = None, generations: GenerationPool | None = None) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        options: Options | None = None,
+        generations: GenerationPool | None = None,
+        informers: Informers | None = None,
+    ) -> None:
         self.kube = kube
+        self.informers = informers
         self.options = options or Options()
         self.generations = generations or GenerationPool(4)
         self.cache: dict[tuple[str, str], RunCache] = {}
@@ -184,51 +210,49 @@ class Reconciler:
         self.delete_pool = ThreadPoolExecutor(self.options.job_deleters, thread_name_prefix="delete")
         self.events = Recorder(kube)
 
+    def shutdown(self) -> None:
+        """Stop this reconciler's thread pools (a leadership term ended): queued work is dropped, running
+        requests finish on their own (a fenced client refuses their writes)."""
+        for pool in (self.log_pool, self.write_pool, self.delete_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
+
     # ---- entry point ----------------------------------------------------------------------
     def reconcile(self, namespace: str, name: str) -> float | None:
         """One pass over one run. Returns seconds after which to look again (None: wait for events)."""
         try:
-            run = self.kube.get(RUNS, namespace, name)
+            run = observe_run(self.kube.get(RUNS, namespace, name))
         except NotFound:
             self._forget(namespace, name)
             return None
-        if run["metadata"].get("deletionTimestamp"):
+        if run.deleting:
             return None
-        status = run.get("status") or {}
-        asked = int(run["spec"].get("requeue") or 0)
-        if asked > int(status.get("requeued") or 0):
-            status = self._requeue(namespace, name, run, asked)
-        if status.get("phase") in crd.TERMINAL_PHASES:
+        if run.requeue > run.requeued:
+            run = self._requeue(run)
+        if run.phase in crd.TERMINAL_PHASES:
             self._forget(namespace, name)
-            self._delete_leftover_jobs(namespace, name, run)
+            self._delete_leftover_jobs(namespace, name)
             return None
-        cache = self._cache(namespace, name, run)
+        cache = self._cache(run)
         if isinstance(cache, str):
-            phase = "Failed" if cache.startswith("invalid") else "Pending"
-            reason = "InvalidPayload" if phase == "Failed" else "WaitingForPayload"
-            if phase == "Failed":
-                self.warnings.warn(namespace, name, run["metadata"]["uid"], REFUSED, cache)
-            self._write_status(run, None, {"phase": phase, "message": cache}, force=True, reason=reason)
-            return 5.0 if phase == "Pending" else None
-        return self._pass(namespace, name, run, cache)
+            refused = core.refusal(cache)
+            if refused.warn:
+                self.warnings.warn(namespace, name, run.uid, REFUSED, cache)
+            self._write_status(run, None, {"phase": refused.phase, "message": refused.message}, force=True,
+                               reason=refused.reason)  # fmt: skip
+            return refused.requeue
+        return self._pass(run, cache)
 
-    def _requeue(self, namespace: str, name: str, run: dict[str, Any], asked: int) -> dict[str, Any]:
+    def _requeue(self, run: ObservedRun) -> ObservedRun:
         """`wpbench-k8s requeue`: open the run again. Its infra_error records are dropped; items without a
         record (those, and any a cancel left) are then graded as in any pass. Repeatable after a crash."""
-        self._forget(namespace, name)
-        self._delete_leftover_jobs(namespace, name, run)
-        uid = run["metadata"]["uid"]
-        dropped = ResultStore(self.kube, namespace, name, uid, listed_shards(run)).reopen()
-        message = f"requeued: {dropped} infra error(s) and any item never graded go to graders again"
-        change: dict[str, Any] = {"phase": "Running", "message": message, "requeued": asked, "completionTime": None}
-        generation = int(run["metadata"].get("generation") or 1)
-        old = (run.get("status") or {}).get("conditions")
-        change["conditions"] = run_conditions(old, "Running", "Requeued", message, generation, now_iso())
-        self.kube.patch(RUNS, namespace, name, {"status": change}, subresource="status")
-        log.info("run %s/%s: %s", namespace, name, message)
-        status = {k: v for k, v in {**(run.get("status") or {}), **change}.items() if v is not None}
-        run["status"] = status
-        return status
+        self._forget(run.namespace, run.name)
+        self._delete_leftover_jobs(run.namespace, run.name)
+        dropped = ResultStore(self.kube, run.namespace, run.name, run.uid, listed_shards(run.source)).reopen()
+        change = core.requeue_change(run, dropped, now_iso())
+        self.kube.patch(RUNS, run.namespace, run.name, {"status": change}, subresource="status")
+        log.info("run %s/%s: %s", run.namespace, run.name, change["message"])
+        status = {k: v for k, v in {**run.status, **change}.items() if v is not None}
+        return observe_run({**run.source, "status": status})
 
     def _forget(self, namespace: str, name: str) -> None:
         cache = self.cache.pop((namespace, name), None)
@@ -236,18 +260,18 @@ class Reconciler:
             self.generations.forget_run(cache.uid)
 
     # ---- state ----------------------------------------------------------------------------
-    def _cache(self, namespace: str, name: str, run: dict[str, Any]) -> RunCache | str:
-        uid = run["metadata"]["uid"]
+    def _cache(self, run: ObservedRun) -> RunCache | str:
+        namespace, name, uid = run.namespace, run.name, run.uid
         cached = self.cache.get((namespace, name))
         if cached is not None and cached.uid == uid:
             return cached
-        maps: list[str] = run["spec"]["payload"]["configMaps"]
+        maps = list(run.payload_maps)
         try:
-            parse_placement(run["spec"].get("placement"), "spec.placement")
+            parse_placement(run.placement, "spec.placement")
         except ValueError as exc:
             return f"invalid {exc}"
-        digest: str = run["spec"]["manifestDigest"]
-        accepted = (run.get("status") or {}).get("manifestDigest")
+        digest = run.manifest_digest
+        accepted = run.accepted_digest
         if accepted and accepted != digest:
             return f"invalid run: spec.manifestDigest {digest} is not the {accepted} the controller accepted"
         if maps != [payload_name(name, n) for n in range(len(maps))]:  # grader pods mount these names
@@ -259,14 +283,13 @@ class Reconciler:
         def read_chunk(n: int) -> dict[str, str]:
             if n >= len(maps):
                 raise PayloadError(f"the run lists {len(maps)} payload ConfigMaps, the index needs more")
-            cm = self.kube.get(CONFIG_MAPS, namespace, maps[n])
+            chunk = observe_payload_chunk(self.kube.get(CONFIG_MAPS, namespace, maps[n]))
             # Immutable: what the controller checked below is what every grader pod mounts later.
-            if cm.get("immutable") is not True:
+            if not chunk.immutable:
                 raise PayloadError(f"ConfigMap {maps[n]} is not immutable (its content could change after the check)")
-            data: dict[str, str] = cm.get("data") or {}
             if n == 0:
-                head.update(data)
-            return data
+                head.update(chunk.data)
+            return chunk.data
 
         try:
             payload = index_payload(read_chunk, digest)
@@ -278,27 +301,27 @@ class Reconciler:
         except SuiteError as exc:
             return f"invalid suite: {exc}"
         announce = self._announcer(namespace, name)
-        listed = partial(listed_shards, run)
+        listed = partial(listed_shards, run.source)
         stamp = {"suite_digest": suite.digest, "suite_verified": suite.verified}
         results = ResultStore(self.kube, namespace, name, uid, listed(), announce("resultConfigMaps"), stamp)
         results.load()
         generated = Shards(self.kube, namespace, name, uid, COMPONENT_GENERATED, listed=listed("generatedConfigMaps"),
                            announce=announce("generatedConfigMaps"))  # fmt: skip
-        enabled = payload.manifest.mode in CACHED_MODES and run["spec"].get("cache", True) is not False
+        enabled = payload.manifest.mode in CACHED_MODES and run.cache
         index = Shards(self.kube, namespace, name, uid, COMPONENT_VERDICTS, listed=listed("verdictConfigMaps"),
                        announce=announce("verdictConfigMaps"))  # fmt: skip
         if enabled:
             index.load()  # this run's own entries: where its next ones go after a restart
-        image_id = str((run.get("status") or {}).get("graderImageID") or "")
 
         def report(message: str, claimed: dict[str, Any] | None) -> None:  # on this run and on the run it claims
             self.warnings.warn(namespace, name, uid, IGNORED, message)
-            if claimed is not None and claimed["metadata"]["uid"] != uid:
-                claimed_name, claimed_uid = claimed["metadata"]["name"], claimed["metadata"]["uid"]
-                self.warnings.warn(namespace, claimed_name, claimed_uid, IGNORED, message)
+            if claimed is not None:
+                other = observe_run(claimed)
+                if other.uid != uid:
+                    self.warnings.warn(namespace, other.name, other.uid, IGNORED, message)
 
-        verdicts = RunVerdicts(self.kube, namespace, payload.manifest, index, enabled, image_id, payload.items,
-                               report=report, stamp=results.stamp)  # fmt: skip
+        verdicts = RunVerdicts(self.kube, namespace, payload.manifest, index, enabled, run.grader_image_id,
+                               payload.items, report=report, stamp=results.stamp)  # fmt: skip
         cache = RunCache(uid, payload, results, generated, verdicts, suite, judge=judge_for(payload.manifest))
         self._load_generated(cache)
         for shards in (results.shards, generated, index):
@@ -309,10 +332,9 @@ class Reconciler:
         log.info("run %s/%s: %d items, %d already done", namespace, name, payload.total, len(results.tallies))
         return cache
 
-    def _check_suite(self, run: dict[str, Any], payload: PayloadIndex, raw_table: str | None) -> SuiteCheck:
+    def _check_suite(self, run: ObservedRun, payload: PayloadIndex, raw_table: str | None) -> SuiteCheck:
         """The suite the payload grades, recomputed (`wpbench_k8s.verified`). Raises SuiteError."""
-        declared = str(run["spec"].get("suiteDigest") or "")
-        check = check_payload_suite(declared, raw_table, payload.manifest, self.options.trusted_suites)
+        check = check_payload_suite(run.suite_digest, raw_table, payload.manifest, self.options.trusted_suites)
         check_items(payload.manifest, payload.items())
         return check
 
@@ -333,44 +355,54 @@ class Reconciler:
             stored = data.get(f"generated.{key}.json")
             if stored is not None:
                 generated = _generated_from_json(cache.payload.item(item_id), stored)
-                cache.generated_items[item_id] = (generated, cache.generated.where.get(task_data_key(key), ""))
+                shard = cache.generated.where.get(task_data_key(key), "")
+                cache.generated_items[item_id] = StoredGeneration(generated, shard)
 
-    def settings(self, namespace: str, name: str, run: dict[str, Any]) -> RunSettings:
-        spec = run["spec"]
+    def settings(self, run: ObservedRun) -> RunSettings:
+        options = self.options
         return RunSettings(
-            name=name,
-            namespace=namespace,
-            max_in_flight=int(spec.get("maxInFlight") or self.options.default_max_in_flight),
-            infra_retries=int(spec.get("infraRetries", self.options.default_infra_retries)),
-            image_pull_policy=self.options.image_pull_policy,
-            start_seconds=self.options.start_seconds,
-            queue=str(spec.get("queue") or self.options.default_queue),
-            workload_priority=str(spec.get("workloadPriorityClass") or ""),
-            placement=parse_placement(spec.get("placement"), "spec.placement").over(self.options.placement),
+            name=run.name,
+            namespace=run.namespace,
+            max_in_flight=run.max_in_flight or options.default_max_in_flight,
+            infra_retries=options.default_infra_retries if run.infra_retries is None else run.infra_retries,
+            image_pull_policy=options.image_pull_policy,
+            start_seconds=options.start_seconds,
+            queue=run.queue or options.default_queue,
+            workload_priority=run.workload_priority,
+            placement=parse_placement(run.placement, "spec.placement").over(options.placement),
         )
 
     # ---- one pass -------------------------------------------------------------------------
-    def _pass(self, namespace: str, name: str, run: dict[str, Any], cache: RunCache) -> float | None:
-        settings = self.settings(namespace, name, run)
+    def _pass(self, run: ObservedRun, cache: RunCache) -> float | None:
+        namespace, name = run.namespace, run.name
+        settings = self.settings(run)
         manifest = cache.payload.manifest
         owner = owner_reference(name, cache.uid)
         selector = run_selector(name, COMPONENT_GRADER)
-        jobs = self.kube.items(JOBS, namespace, selector=selector)
-        pods = self.kube.items(PODS, namespace, selector=selector) if jobs else []
+        jobs, pods, cached = self._read_graders(namespace, name, selector)
 
-        # 1. collect
-        seen = self._collect(namespace, cache, settings, owner, jobs, pods)
+        # 1. collect: the facts of the attempts to decide, then the core's decisions
+        observation = Observation(observe_jobs(jobs, pods), stored=cache.results, known=cache.payload.keys)
+        if cached and core.to_decide(observation):  # a verdict is read from the pods as they are now
+            pods = self.kube.items(PODS, namespace, selector=selector)
+            observation = Observation(observe_jobs(jobs, pods), stored=cache.results, known=cache.payload.keys)
+        observation = dataclasses.replace(observation, facts=self._facts(namespace, cache, core.to_decide(observation)))
+        collected = core.collect(observation, settings.infra_retries)
+        retried, replaced, requeue = self._start_retries(namespace, cache, settings, owner, collected)
+        records = self._records(cache, collected.endings)
 
         # 2. store, 3. then delete
-        if seen.records:
-            cache.results.append(seen.records)
+        if records:
+            cache.results.append(records)
             cache.verdicts.flush()  # index entries only for records already stored
-        self._pass_events(run, seen)
-        self._delete_ended(namespace, selector, seen.ended, cache.deleting)
-        for job_name in seen.finished:
+        for kind, reason, text in core.pass_events(retried, records):
+            self.events.emit(run.source, kind, reason, text, now_iso())
+        self._delete_ended(namespace, selector, list(collected.delete_items), cache.deleting)
+        for job_name in (*collected.delete_jobs, *replaced):
             self.kube.delete(JOBS, namespace, job_name)
+            self._wrote(namespace, deleted=job_name)
 
-        if run["spec"].get("cancel"):
+        if run.cancel:
             if jobs:
                 self.kube.delete_collection(JOBS, namespace, selector=selector)
             # Model calls already paid for are stored (answers become records); none starts any more.
@@ -380,7 +412,7 @@ class Reconciler:
                 message = f"cancelling: waiting for {running} model call(s) to return"
                 self._write_status(run, cache, {"phase": "Running", "message": message, "inFlight": running})
                 return None  # the pool requeues the run as each call returns
-            return self._finish(run, cache, "Cancelled", "cancelled by request", in_flight=0, reason="Cancelled")
+            return self._finish(run, cache, Finish("Cancelled", "cancelled by request", "Cancelled"))
 
         # 4. schedule
         aborted = cache.results.first_failure if not manifest.continue_on_error else None
@@ -392,115 +424,125 @@ class Reconciler:
             if not cache.verdicts.prepare(cache.results, lambda: self._probe(cache, settings, owner)):
                 message = "resolving the grader image to the id every grader pod runs (image-probe pod)"
                 wait = self._write_status(run, cache, {"phase": "Running", "message": message,
-                                                       "inFlight": len(seen.active)})  # fmt: skip
-                return _min(1.0, wait)
+                                                       "inFlight": len(collected.active)})  # fmt: skip
+                return core.earliest(core.PROBE_SECONDS, wait)
             reused = cache.verdicts.records(cache.results, cache.judge)
             if reused:
                 cache.results.append(reused)
                 cache.verdicts.flush()
         if aborted is None:
-            started, requeue_s = self._schedule(namespace, cache, settings, owner, seen.active, seen.starting)
-            seen.requeue = _min(seen.requeue, requeue_s)
-        in_flight = len(seen.active) + started
+            starts = core.schedule(
+                self._pending(namespace, name, cache, collected.active),
+                active=len(collected.active),
+                starting=collected.starting,
+                max_in_flight=settings.max_in_flight,
+                creates_per_pass=self.options.creates_per_pass,
+                max_starting=self.options.max_starting,
+            )
+            bodies = [self._job(cache, settings, owner, p) for p in starts.jobs]
+            created, failed = self._create_jobs(namespace, bodies)
+            if starts.records:
+                cache.results.append(starts.records)
+            started = starts.model_calls + created
+            requeue = core.earliest(requeue, starts.requeue_after(failed))
 
         # 5. status
-        total = cache.payload.total
-        done = len(cache.results.tallies)
-        if done >= total:
-            return self._finish(run, cache, "Succeeded", f"{done} items graded", in_flight=0, reason="AllGraded")
-        if aborted is not None and in_flight == 0:
-            message = f"stopped at the first error (continue_on_error off): {aborted}"
-            return self._finish(run, cache, "Failed", message, 0, reason="StoppedAtFirstError")
-        message = ""
-        if seen.waiting:
-            message = f"{len(seen.waiting)} grader pod(s) not running yet: {seen.waiting[0]}"
-        elif seen.queued:
-            message = f"{seen.queued} grader Job(s) queued in LocalQueue {settings.queue} (Kueue admits them)"
-        wait = self._write_status(run, cache, {"phase": "Running", "message": message, "inFlight": in_flight})
-        return _min(seen.requeue, wait)
+        ending = core.conclude(
+            total=cache.payload.total,
+            done=len(cache.results.tallies),
+            aborted=aborted,
+            in_flight=len(collected.active) + started,
+            waiting=collected.waiting,
+            queued=collected.queued,
+            queue=settings.queue,
+            requeue=requeue,
+        )
+        if isinstance(ending, Finish):
+            return self._finish(run, cache, ending)
+        wait = self._write_status(run, cache, {"phase": "Running", "message": ending.message,
+                                               "inFlight": ending.in_flight})  # fmt: skip
+        return core.earliest(ending.requeue, wait)
 
-    def _collect(
-        self,
-        namespace: str,
-        cache: RunCache,
-        settings: RunSettings,
-        owner: Any,
-        jobs: list[dict[str, Any]],
-        pods: list[dict[str, Any]],
-    ) -> Seen:
-        """Step 1: every item's newest attempt, decided; older attempts are garbage."""
-        seen = Seen()
-        pods_of: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        for pod in pods:
-            labels = pod["metadata"].get("labels") or {}
-            pods_of.setdefault((labels.get(LABEL_ITEM, ""), _attempt(pod)), []).append(pod)
-        by_item: dict[str, list[dict[str, Any]]] = {}
-        for job in jobs:
-            item_id = (job["metadata"].get("annotations") or {}).get(ANNOTATION_ITEM_ID, "")
-            by_item.setdefault(item_id, []).append(job)
-        finished: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []  # (item, latest Job, its pod)
-        for item_id, item_jobs in by_item.items():
-            item_jobs.sort(key=_attempt)
-            latest = item_jobs[-1]
-            item_label = (latest["metadata"].get("labels") or {}).get(LABEL_ITEM, "")
-            if item_id in cache.results or item_id not in cache.payload.keys:
-                seen.ended.append(item_label)  # stored already (a pass died before deleting)
-                continue
-            attempt_pod = newest(pods_of.get((item_label, _attempt(latest)), []))
-            if not job_finished(latest):
-                seen.finished.extend(j["metadata"]["name"] for j in item_jobs[:-1])
-                seen.active.add(item_id)
-                if (latest.get("spec") or {}).get("suspend"):  # in Kueue's queue (or preempted back into it)
-                    seen.queued += 1
-                elif attempt_pod is None or (attempt_pod.get("status") or {}).get("phase", "Pending") == "Pending":
-                    seen.starting += 1
-                if attempt_pod is not None and waiting_reason(attempt_pod):
-                    seen.waiting.append(f"{attempt_pod['metadata']['name']}: {waiting_reason(attempt_pod)}")
-                continue
-            finished.append((item_id, latest, attempt_pod))
-        # Logs of every finished attempt whose status alone does not decide, read at once.
+    def _read_graders(
+        self, namespace: str, name: str, selector: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+        """The run's grader Jobs and their pods: from the watch-fed stores once they listed (True), else LISTed."""
+        stores = self.informers.synced(namespace) if self.informers is not None else None
+        if stores is not None:
+            labels = pod_selector(name)  # what `selector` says, as labels
+            jobs = stores[0].select(labels)
+            return jobs, stores[1].select(labels) if jobs else [], True
+        jobs = self.kube.items(JOBS, namespace, selector=selector)
+        return jobs, self.kube.items(PODS, namespace, selector=selector) if jobs else [], False
+
+    def _wrote(self, namespace: str, *, created: dict[str, Any] | None = None, deleted: str = "") -> None:
+        """What this process wrote goes into the Jobs store at once (the watch may bring it later)."""
+        stores = self.informers.synced(namespace) if self.informers is not None else None
+        if stores is None:
+            return
+        if created is not None:
+            stores[0].assume(created)
+        if deleted:
+            stores[0].forget(deleted)
+
+    def _facts(self, namespace: str, cache: RunCache, jobs: tuple[ObservedJob, ...]) -> dict[str, GraderFacts | None]:
+        """The facts of finished attempts (None: the log did not answer this time). Logs of every attempt whose
+        status alone does not decide are read at once."""
         to_read = [
-            pod["metadata"]["name"]
-            for item_id, job, pod in finished
-            if pod is not None and status_facts(job, pod, test_id=None) is None
+            job.pod.name
+            for job in jobs
+            if job.pod is not None and status_facts(job.source, job.pod.source, test_id=None) is None
         ]
         if len(to_read) > 1:
             cache.log_reads.prefetch(self.kube, namespace, to_read, self.log_pool)
-        for item_id, latest, attempt_pod in finished:
-            attempt = _attempt(latest)
-            item_jobs = by_item[item_id]
-            item, usage = self._pod_item(cache, item_id)
-            facts = finished_attempt_facts(self.kube, namespace, latest, attempt_pod, item.test_id, cache.log_reads)
-            if facts is None:  # the log did not answer this time; a bounded number of passes try again
-                seen.active.add(item_id)
-                seen.requeue = _min(seen.requeue, 2.0)
+        facts: dict[str, GraderFacts | None] = {}
+        for job in jobs:
+            item, _ = self._pod_item(cache, job.items[0])  # the grader's first item names the test it expects
+            pod = job.pod.source if job.pod is not None else None
+            facts[job.name] = finished_attempt_facts(self.kube, namespace, job.source, pod, item.test_id,
+                                                     cache.log_reads)  # fmt: skip
+        return facts
+
+    def _start_retries(
+        self, namespace: str, cache: RunCache, settings: RunSettings, owner: Any, collected: Collection
+    ) -> tuple[list[tuple[str, str]], list[str], float | None]:
+        """Create the next attempts (before anything of the earlier ones goes). Returns (item, why) of the
+        attempts retried, the Jobs they replace, and a requeue delay when one could not be created."""
+        retried: list[tuple[str, str]] = []
+        replaced: list[str] = []
+        requeue = collected.requeue
+        for retry in collected.retries:
+            (item_id,) = retry.items  # a grader Job grades one item
+            item, _ = self._pod_item(cache, item_id)
+            log.info("%s attempt %d: %s; starting attempt %d", item_id, retry.attempt - 1, retry.reason, retry.attempt)
+            body = item_job(cache.payload.manifest, item, settings, self._task_source(cache, settings, item), owner,
+                            attempt=retry.attempt, previous_reason=retry.reason)  # fmt: skip
+            job = to_dict(body)
+            try:
+                self.kube.ensure(JOBS, namespace, job)
+            except KubeError as exc:  # quota, admission: keep this attempt and try again later
+                log.warning("%s: cannot start attempt %d: %s", item_id, retry.attempt, exc)
+                requeue = core.earliest(requeue, core.CREATE_RETRY_SECONDS)
                 continue
-            decision = decide_outcome(facts)
-            if isinstance(decision, Infra) and attempt <= settings.infra_retries:
-                log.info("%s attempt %d: %s; starting attempt %d", item_id, attempt, decision.reason, attempt + 1)
-                retry = item_job(cache.payload.manifest, item, settings, self._task_source(cache, settings, item),
-                                 owner, attempt=attempt + 1, previous_reason=decision.reason)  # fmt: skip
-                try:
-                    self.kube.ensure(JOBS, namespace, to_dict(retry))
-                except KubeError as exc:  # quota, admission: keep this attempt and try again later
-                    log.warning("%s: cannot start attempt %d: %s", item_id, attempt + 1, exc)
-                    seen.active.add(item_id)
-                    seen.requeue = _min(seen.requeue, 10.0)
-                    continue
-                seen.active.add(item_id)
-                seen.retried.append((item_id, decision.reason))
-                seen.finished.extend(j["metadata"]["name"] for j in item_jobs)  # the new attempt stays
-            else:
-                manifest = cache.payload.manifest
-                record = score_item(manifest, item, (decision, attempt - 1), usage=usage)
-                record = judge_record(cache.judge, manifest, item, record)
-                seen.records.append(record)
-                image_id = pod_image_id(attempt_pod)
-                if not isinstance(decision, Infra):  # a verdict a grader decided, never an infra fallback
-                    cache.verdicts.note(record, item.task, image_id)
-                cache.verdicts.image_id = cache.verdicts.image_id or image_id
-                seen.ended.append((latest["metadata"].get("labels") or {}).get(LABEL_ITEM, ""))
-        return seen
+            self._wrote(namespace, created=job)
+            retried.append((item_id, retry.reason))
+            replaced.extend(retry.replaced)  # the new attempt stays
+        return retried, replaced, requeue
+
+    def _records(self, cache: RunCache, endings: tuple[Ending, ...]) -> list[Record]:
+        """The records of the items step 1 ended, scored as a local run scores them."""
+        manifest = cache.payload.manifest
+        records: list[Record] = []
+        for ending in endings:
+            item, usage = self._pod_item(cache, ending.item_id)
+            record = score_item(manifest, item, (ending.decision, ending.attempt - 1), usage=usage)
+            record = judge_record(cache.judge, manifest, item, record)
+            records.append(record)
+            image_id = ending.job.pod.image_id if ending.job.pod is not None else ""
+            if ending.graded:  # a verdict a grader decided, never an infra fallback
+                cache.verdicts.note(record, item.task, image_id)
+            cache.verdicts.image_id = cache.verdicts.image_id or image_id
+        return records
 
     def _delete_ended(
         self, namespace: str, selector: str, labels: list[str], deleting: set[str], batch: int = 50
@@ -519,17 +561,20 @@ class Reconciler:
             self.kube.delete_collection(JOBS, namespace, selector=f"{selector},{LABEL_ITEM} in ({','.join(labels)})")
         except KubeError as exc:  # the Jobs stay listed: a later pass sees their items stored and tries again
             log.warning("deleting %d collected Jobs: %s", len(labels), exc)
+        except Fenced as exc:  # this replica no longer leads: the next leader's passes delete them
+            log.warning("deleting %d collected Jobs in %s not sent: %s", len(labels), namespace, exc)
         finally:
             deleting.difference_update(labels)
 
     def _store_finished_generations(self, namespace: str, name: str, cache: RunCache) -> None:
         records: list[Record] = []
         for item_id in self.generations.finished(cache.uid):
-            outcome = self._generated(namespace, name, cache, cache.payload.item(item_id))
-            if isinstance(outcome, Record):
-                records.append(outcome)
-            elif outcome is not None and not outcome[0].item.needs_grader:
-                records.append(record_without_pod(cache.payload.manifest, cache.payload.item(item_id), outcome[0]))
+            item = cache.payload.item(item_id)
+            state = self._generated(namespace, name, cache, item)
+            if isinstance(state, Record):
+                records.append(state)
+            elif isinstance(state, StoredGeneration) and not state.generated.item.needs_grader:
+                records.append(record_without_pod(cache.payload.manifest, item, state.generated))
         if records:
             cache.results.append(records)
 
@@ -545,79 +590,46 @@ class Reconciler:
     def _task_source(self, cache: RunCache, settings: RunSettings, item: ManifestItem) -> TaskSource:
         key = task_data_key(cache.payload.keys[item.item_id])
         if item.item_id in cache.generated_items:
-            return TaskSource(cache.generated_items[item.item_id][1], key)
+            return TaskSource(cache.generated_items[item.item_id].shard, key)
         return TaskSource(payload_name(settings.name, cache.payload.chunk_of[item.item_id]), key)
 
     def _pod_item(self, cache: RunCache, item_id: str) -> tuple[ManifestItem, Usage | None]:
         if item_id in cache.generated_items:
-            generated, _ = cache.generated_items[item_id]
+            generated = cache.generated_items[item_id].generated
             return generated.item, generated.usage
         return cache.payload.item(item_id), None
 
-    def _schedule(
-        self,
-        namespace: str,
-        cache: RunCache,
-        settings: RunSettings,
-        owner: Any,
-        active: set[str],
-        starting: int = 0,
-    ) -> tuple[int, float | None]:
-        """Start Jobs up to the in-flight bound; score items that need no pod. Returns (started, requeue).
+    def _pending(self, namespace: str, name: str, cache: RunCache, active: frozenset[str]) -> Iterator[Pending]:
+        """Items with neither a record nor a Job, in payload order, each with what it needs (read lazily:
+        `core.schedule` takes only as many as it has room for)."""
+        order = cache.payload.order
+        cache.cursor = core.advance(order, cache.cursor, cache.results)
+        unstarted = core.unstarted(order, cache.cursor, cache.results, active)
+        return (self._need(namespace, name, cache, item_id) for item_id in unstarted)
 
-        A model item takes an in-flight slot while its model call runs in the generation pool; the
-        pool requeues the run when the call returns, and this pass stores the candidate first.
-        """
+    def _need(self, namespace: str, name: str, cache: RunCache, item_id: str) -> Pending:
+        """What an item needs now. Model items first get their candidate (a call started in the pool, or
+        the pool's finished call stored); items that need no grader are scored here."""
         manifest = cache.payload.manifest
-        slots = settings.max_in_flight - len(active)
-        room = self.options.max_starting - starting  # more would wait in the platform's queues
-        creates = min(self.options.creates_per_pass, room)
-        started = 0
-        no_pod: list[Record] = []
-        to_create: list[dict[str, Any]] = []
-        order, results = cache.payload.order, cache.results
-        while cache.cursor < len(order) and order[cache.cursor] in results:
-            cache.cursor += 1
-        for position in range(cache.cursor, len(order)):
-            if slots <= 0:
-                break
-            item_id = order[position]
-            if item_id in results or item_id in active:
-                continue
-            if creates <= 0:  # this pass has written its share; the run comes round again
-                break
-            item = cache.payload.item(item_id)
-            generated: Generated | None = None
-            if item.candidate is None:
-                outcome = self._generated(namespace, settings.name, cache, item)
-                if outcome is None:  # the model call runs
-                    slots -= 1
-                    started += 1
-                    continue
-                if isinstance(outcome, Record):
-                    no_pod.append(outcome)
-                    continue
-                generated, _ = outcome
-                item = generated.item
-            if not item.needs_grader:
-                original = cache.payload.item(item.item_id)
-                no_pod.append(record_without_pod(manifest, original if generated else item, generated))
-                continue
-            job = item_job(manifest, item, settings, self._task_source(cache, settings, item), owner)
-            to_create.append(to_dict(job))
-            slots -= 1
-            creates -= 1
-        created, failed = self._create_jobs(namespace, to_create)
-        started += created
-        if no_pod:
-            cache.results.append(no_pod)
-        if failed:  # quota, admission: said so; try again later
-            return started, 10.0
-        if creates <= 0 and room < self.options.creates_per_pass:  # pods start: look again soon
-            return started, 1.0
-        if creates <= 0 or no_pod:  # this pass has written its share, or more may be schedulable now
-            return started, 0.0
-        return started, None
+        item = original = cache.payload.item(item_id)
+        generated: Generated | None = None
+        if item.candidate is None:
+            state = self._generated(namespace, name, cache, item)
+            if isinstance(state, CallRunning):
+                return Pending(item_id, "model")
+            if isinstance(state, Record):
+                return Pending(item_id, "none", record=state)
+            generated = state.generated
+            item = generated.item
+        if not item.needs_grader:
+            return Pending(item_id, "none", record=record_without_pod(manifest, original if generated else item,
+                                                                      generated))  # fmt: skip
+        return Pending(item_id, "grader", item=item)
+
+    def _job(self, cache: RunCache, settings: RunSettings, owner: Any, pending: Pending) -> dict[str, Any]:
+        item = pending.item if pending.item is not None else cache.payload.item(pending.item_id)
+        source = self._task_source(cache, settings, item)
+        return to_dict(item_job(cache.payload.manifest, item, settings, source, owner))
 
     def _create_jobs(self, namespace: str, bodies: list[dict[str, Any]]) -> tuple[int, int]:
         """Create Jobs concurrently (each request waits on the API server, not on this process); the
@@ -629,23 +641,22 @@ class Reconciler:
             except KubeError as exc:
                 log.warning("cannot create Job %s: %s", body["metadata"]["name"], exc)
                 return False
+            self._wrote(namespace, created=body)
             return True
 
         done = list(self.write_pool.map(create, bodies))
         return sum(done), len(done) - sum(done)
 
-    def _generated(
-        self, namespace: str, name: str, cache: RunCache, item: ManifestItem
-    ) -> tuple[Generated, str] | Record | None:
-        """Model items: the stored candidate; else the pool's finished call, stored before any Job uses it;
-        else None once the call is started (or still running)."""
+    def _generated(self, namespace: str, name: str, cache: RunCache, item: ManifestItem) -> GenerationState:
+        """Model items: the stored candidate; else the pool's finished call, stored before any Job uses it
+        (or the record of a call that gave no candidate); else the call, started now or earlier, runs."""
         if item.item_id in cache.generated_items:
             return cache.generated_items[item.item_id]
         manifest = cache.payload.manifest
         outcome = self.generations.take(cache.uid, item.item_id)
         if outcome is None:
             self.generations.start((namespace, name), cache.uid, manifest, item)
-            return None
+            return CallRunning()
         if isinstance(outcome, (GenerationUnavailable, InputError)):
             return build_record(manifest, item, NotGraded(f"generation: {outcome}"))
         if isinstance(outcome, BaseException):
@@ -666,60 +677,46 @@ class Reconciler:
         if generated.item.task is not None:
             entries[task_data_key(key)] = generated.item.task.model_dump_json()
         _, where = cache.generated.put(entries)
-        cache.generated_items[item.item_id] = (generated, where.get(task_data_key(key), ""))
-        return cache.generated_items[item.item_id]
+        stored = cache.generated_items[item.item_id] = StoredGeneration(generated, where.get(task_data_key(key), ""))
+        return stored
 
     # ---- writes ---------------------------------------------------------------------------
-    def _delete_leftover_jobs(self, namespace: str, name: str, run: dict[str, Any]) -> None:
+    def _delete_leftover_jobs(self, namespace: str, name: str) -> None:
         selector = run_selector(name, COMPONENT_GRADER)
-        if not self.kube.items(JOBS, namespace, selector=selector):
-            return
-        # A finished run keeps nothing running; no Job of it is needed any more.
-        self.kube.delete_collection(JOBS, namespace, selector=selector)
+        jobs = self.kube.items(JOBS, namespace, selector=selector)  # live: a requeue grades their items again
+        stores = self.informers.synced(namespace) if self.informers is not None else None
+        if jobs:
+            # A finished run keeps nothing running; no Job of it is needed any more.
+            self.kube.delete_collection(JOBS, namespace, selector=selector)
+        for job in (stores[0].select(pod_selector(name)) if stores is not None else []) + jobs:
+            self._wrote(namespace, deleted=observe_job(job).name)  # no later pass sees them (a late event neither)
 
-    def _pass_events(self, run: dict[str, Any], seen: Seen) -> None:
-        """One Event per pass for the attempts it retried and one for the items it ended as infra_error."""
-        if seen.retried:
-            text = summarise("grader attempt(s) failed on infrastructure and were retried", seen.retried)
-            self.events.emit(run, "Normal", "Retried", text, now_iso())
-        infra = [(r.item_id, r.error or "") for r in seen.records if r.error_type == "infra_error"]
-        if infra:
-            text = summarise("item(s) ended as infra_error (excluded from the score; `requeue` grades them)", infra)
-            self.events.emit(run, "Warning", "InfraError", text, now_iso())
-
-    def _finish(
-        self, run: dict[str, Any], cache: RunCache, phase: str, message: str, in_flight: int, *, reason: str
-    ) -> float | None:
-        self._write_status(
-            run,
-            cache,
-            {"phase": phase, "message": message, "inFlight": in_flight, "completionTime": now_iso()},
-            force=True,
-            reason=reason,
-        )
-        self._forget(run["metadata"]["namespace"], run["metadata"]["name"])
+    def _finish(self, run: ObservedRun, cache: RunCache, ending: Finish) -> float | None:
+        fields = {"phase": ending.phase, "message": ending.message, "inFlight": 0, "completionTime": now_iso()}
+        self._write_status(run, cache, fields, force=True, reason=ending.reason)
+        self._forget(run.namespace, run.name)
         return None
 
     def _write_status(
         self,
-        run: dict[str, Any],
+        run: ObservedRun,
         cache: RunCache | None,
         fields: dict[str, Any],
         *,
         force: bool = False,
         reason: str = "Grading",
     ) -> float | None:
-        """Merge-patch the status subresource when it changed; the conditions follow the phase, and a change
-        of them that people care about is an Event. Returns a requeue delay when deferred."""
-        old = run.get("status") or {}
-        new: dict[str, Any] = {"observedGeneration": run["metadata"].get("generation", 1)}
+        """Merge-patch the status subresource when it changed (`core.status_write`); a change of the conditions
+        that people care about is an Event. Returns a requeue delay when deferred."""
+        old = run.status
+        new: dict[str, Any] = {"observedGeneration": run.generation}
         if cache is not None:
             total = cache.payload.total
             new.update(cache.results.summary())
             new.update(cache.verdicts.index_summary())
             if cache.generated.shards:
                 new["generatedConfigMaps"] = [n for n, _ in cache.generated.shards]
-            new.update(manifestDigest=run["spec"]["manifestDigest"], suite=cache.suite.suite,
+            new.update(manifestDigest=run.manifest_digest, suite=cache.suite.suite,
                        suiteDigest=cache.suite.digest, suiteVerified=cache.suite.verified)  # fmt: skip
             ignored = [n for s in (cache.results.shards, cache.generated, cache.verdicts.index) for n in s.ignored]
             if ignored:
@@ -729,29 +726,16 @@ class Reconciler:
             new["total"] = total
             new["progress"] = f"{new['done']}/{total}"
         new.update(fields)
-        new.setdefault("startTime", old.get("startTime") or now_iso())
-        if old.get("completionTime") and "completionTime" in new:
-            new["completionTime"] = old["completionTime"]
-        phase = str(new.get("phase") or old.get("phase") or "Pending")
-        message = str(new.get("message", old.get("message", "")) or "")
-        new["conditions"] = run_conditions(old.get("conditions"), phase, reason, message or phase,
-                                           int(new["observedGeneration"] or 1), now_iso())  # fmt: skip
-        changed = {k: v for k, v in new.items() if old.get(k) != v}
-        if not changed:
-            return None
-        counters_only = not ({"phase", "message", "total"} & set(changed))
-        if counters_only and not force and cache is not None:
-            wait = self.options.status_interval - (time.monotonic() - cache.last_status_write)
-            if wait > 0:
-                return wait
-        self.kube.patch(
-            RUNS, run["metadata"]["namespace"], run["metadata"]["name"], {"status": changed}, subresource="status"
-        )
-        if "conditions" in changed:
-            before = str(old.get("phase", ""))
-            for kind, why in lifecycle_events(old.get("conditions"), new["conditions"], before, phase):
-                self.events.emit(run, kind, why, message or phase, now_iso())
-        run["status"] = {**old, **changed}
+        since = None if cache is None else time.monotonic() - cache.last_status_write
+        now = now_iso()
+        write = core.status_write(old, new, reason=reason, now=now, force=force, since_write=since,
+                                  interval=self.options.status_interval)  # fmt: skip
+        if not write.patch:
+            return write.wait
+        self.kube.patch(RUNS, run.namespace, run.name, {"status": write.patch}, subresource="status")
+        for kind, why in write.events:
+            self.events.emit(run.source, kind, why, write.message, now)
+        run.status.update(write.patch)  # what a later write of this pass compares with
         if cache is not None:
             cache.last_status_write = time.monotonic()
         return None
