@@ -6,9 +6,11 @@ On the cluster of the admin kubeconfig (`make cluster-up`), in a namespace of it
 listener pod of a run without a policy, then RUNS pods labelled exactly as grader pods (a Job built as the
 controller builds it, its run's deny-all policy created first, as the controller does), whose only process (PHP,
 no supervisor) tries TCP connects from its first instant, alternating between the API server's `kubernetes`
-Service (ClusterIP:443) and the listener pod's IP:8080, 1 s connect timeout, until both are refused. Each run
-prints the milliseconds since the container's first process was created (its /proc/1/stat start time, 10 ms
-ticks) at its first connect and at each target's first refusal, and how many connects got through. A last pod
+Service (ClusterIP:443) and the listener pod's IP:8080 (probe 500m CPU, listener 200m: they fit beside other tests'
+graders), 1 s connect timeout, until both are refused (or 30 s).
+Each run prints, in milliseconds since the container's first process was created (its /proc/1/stat start
+time, 10 ms ticks): its first connect, per target the last connect that got through, the first that did not
+(with its errno: 110 timed out, 111 refused) and the first refusal, and how many got through. A last pod
 of a run without a policy shows the connects do get through when nothing closes them.
 """
 
@@ -31,19 +33,30 @@ $ticks = (int) explode( ' ', substr( $stat, strrpos( $stat, ')' ) + 2 ) )[19];
 $since = static fn(): int => intdiv( hrtime( true ), 1000000 ) - $ticks * 10;
 echo "first_ms=", $since(), "\n";
 $targets = array( 'service' => getenv( 'SERVICE' ), 'pod' => getenv( 'TARGET' ) );
-$opens   = array( 'service' => 0, 'pod' => 0 );
-$closed  = array();
+$seen    = array();
 $end     = hrtime( true ) + 30e9;
-while ( count( $closed ) < 2 && hrtime( true ) < $end ) {
+while ( hrtime( true ) < $end ) {
+	$left = 0;
 	foreach ( $targets as $name => $addr ) {
-		if ( isset( $closed[ $name ] ) ) { continue; }
+		if ( isset( $seen[ $name ]['refused'] ) ) { continue; }
+		++$left;
 		$s = @stream_socket_client( "tcp://$addr", $errno, $errstr, 1 );
-		if ( $s ) { fclose( $s ); ++$opens[ $name ]; continue; }
-		$closed[ $name ] = $since() . ':' . $errno;
+		$t = $since();
+		if ( $s ) {
+			fclose( $s );
+			$seen[ $name ]['opens'] = ( $seen[ $name ]['opens'] ?? 0 ) + 1;
+			$seen[ $name ]['last_open'] = $t;
+			continue;
+		}
+		$seen[ $name ]['first_fail'] ??= "$t:$errno";
+		if ( 111 === $errno ) { $seen[ $name ]['refused'] = $t; }
 	}
+	if ( 0 === $left ) { break; }
 }
 foreach ( $targets as $name => $addr ) {
-	echo "{$name}_closed=", $closed[ $name ] ?? 'never', "\n{$name}_opens={$opens[ $name ]}\n";
+	foreach ( array( 'opens', 'last_open', 'first_fail', 'refused' ) as $k ) {
+		echo "{$name}_$k=", $seen[ $name ][ $k ] ?? '-', "\n";
+	}
 }
 echo "load=", trim( file_get_contents( '/proc/loadavg' ) ), "\n";
 """
@@ -63,7 +76,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         space = new_space(cluster, Path(tmp), "hack/egress-window/measure.py")
         try:
-            job = start_probe_job(space, suite, image, "target", LISTEN, policy=False, deadline=900, cpu="100m")
+            job = start_probe_job(space, suite, image, "target", LISTEN, policy=False, deadline=900, cpu="200m")
             pod = job_pod(space, job, finished=False)
             space.wait_for(lambda: pod_facts(space, pod).get("listening"), 120, "the target pod to listen")
             target = str(cluster.core.read_namespaced_pod(pod.metadata.name, space.namespace).status.pod_ip)
@@ -71,7 +84,7 @@ def main() -> None:
             for n in range(runs + 1):
                 policy = n < runs
                 name = f"w{n}" if policy else "nopolicy"
-                job = start_probe_job(space, suite, image, name, script, policy=policy, cpu="100m")
+                job = start_probe_job(space, suite, image, name, script, policy=policy, cpu="500m")
                 facts = pod_facts(space, job_pod(space, job))
                 print(
                     ("policy   " if policy else "no policy"), " ".join(f"{k}={v}" for k, v in facts.items()), flush=True
