@@ -38,7 +38,7 @@ LISTEN = r"""
 php -r '$s = stream_socket_server("tcp://0.0.0.0:8080", $e, $m) or exit(1); echo "listening=yes\n";
         while (true) { $c = @stream_socket_accept($s, 600, $peer); if ($c) { echo "accepted=$peer\n"; fclose($c); } }'
 """
-GATE_LINE = re.compile(r"egress closed: (\S+) (\w+) after (\d+) ms \((\d+) connects got through first\)")
+GATE_LINE = re.compile(r"egress closed: (\S+) (\w+(?: x\d+)?) after (\d+) ms \((\d+) connects got through first\)")
 
 
 def connect_out(*targets: tuple[str, int]) -> str:
@@ -155,7 +155,8 @@ def test_reference_solutions_pass_once_the_gate_has_seen_the_deny_all(
             facts.stdout[-3000:],
         )
         (gate,) = gate_lines(facts)
-        assert gate[1] == "ECONNREFUSED", gate  # kube-router REJECTs: refused at once, once the policy is in place
+        # kube-router REJECTs (refused; timeouts only while the kernel rate-limits its ICMP answers)
+        assert gate[1] in ("ECONNREFUSED", "ETIMEDOUT x2"), gate
         print(f"\n{item_id}: gate closed after {gate[2]} ms, {gate[3]} connects got through first")
 
 
