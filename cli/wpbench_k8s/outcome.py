@@ -12,6 +12,9 @@ The rules, in order (the threat model is in docs/architecture.md):
     output could not be read back)                                         -> Infra, no fallback.
  2. Stopped from outside the sandbox (engine or kubelet stop, eviction, node lost; the supervisor
     exits STOPPED_EXIT_CODE when a signal comes from outside the container)  -> Infra, no fallback.
+ 2b. The egress gate: the supervisor exits EGRESS_OPEN_EXIT_CODE when the backend asked it to see the
+    network closed before reading the task and it was not within the bound (Kubernetes: the pod's
+    deny-all NetworkPolicy not programmed yet); the candidate never ran     -> Infra, no fallback.
  3. Ended by something the candidate can cause itself: the whole container OOM-killed, the outer
     deadline passed                         -> Infra with a fallback: retried, then scored as failure.
  4. A well-formed verdict for this test:
@@ -22,7 +25,8 @@ The rules, in order (the threat model is in docs/architecture.md):
       passed / failed / error / timeout                                     -> Scored.
  5. Anything else once the grader ran (no verdict, malformed, oversized, another test's, a
     verdict channel that disagrees)                                         -> Scored as error.
-Nothing the candidate can do reaches rule 1 or 2, so nothing it does leaves the scored set.
+Nothing the candidate can do reaches rule 1 or 2 (the gate of 2b runs before the task is read), so nothing it
+does leaves the scored set.
 """
 
 from __future__ import annotations
@@ -38,10 +42,14 @@ from wpbench_runtime.contract import Scores, Verdict, VerdictStatus
 # Exit codes of `wpbench-grade` (see wpbench_runtime.contract): 0 verdict, 2 task broken before the
 # candidate ran, 3 the verifier failed once candidate code could act (an `error` verdict), 4 stopped by
 # a signal from outside the container (the runner's seccomp filter refuses signals to other processes,
-# so nothing inside can send one). Anything else is rule 5.
+# so nothing inside can send one), 5 the egress gate (below). Anything else is rule 5.
 TASK_BROKEN_EXIT_CODE = 2
 VERIFIER_FAILED_EXIT_CODE = 3
 STOPPED_EXIT_CODE = 4
+# 5: the egress gate (runtime/php/verifier/supervisor/egress.php) did not see the network closed, before the
+# task was read: no candidate code ran. Records and retries name it by EGRESS_OPEN.
+EGRESS_OPEN_EXIT_CODE = 5
+EGRESS_OPEN = "egress_open"
 # The most grader stdout a backend keeps; a verdict is far smaller (its output fields are capped).
 MAX_GRADER_OUTPUT_BYTES = 8 * 1024 * 1024
 _TAIL = 65536
@@ -104,12 +112,24 @@ def _detail(facts: GraderFacts) -> str:
     return f" ({facts.detail})" if facts.detail else ""
 
 
+def _egress_said(facts: GraderFacts) -> str:
+    """What the gate said (its verdict's reason, printed before any candidate code ran), else a generic line."""
+    try:
+        said = parse_verdict(facts.stdout, test_id=facts.test_id).reason
+    except UnreadableVerdict:
+        said = ""
+    said = said.removeprefix(f"{EGRESS_OPEN}: ")
+    return said[:500] or "the grader's network was not seen closed before the task was read; no candidate code ran"
+
+
 def decide_outcome(facts: GraderFacts) -> Decision:
     """Apply the module's rules to one attempt's facts."""
     if not facts.started:
         return Infra(f"grader did not run: {facts.infra_reason or 'unknown'}{_detail(facts)}")
     if facts.stopped_from_outside or facts.exit_code == STOPPED_EXIT_CODE:
         return Infra(f"grader stopped from outside the sandbox{_detail(facts)}")
+    if facts.exit_code == EGRESS_OPEN_EXIT_CODE:
+        return Infra(f"{EGRESS_OPEN}: {_egress_said(facts)}{_detail(facts)}")
     if facts.oom_killed:
         reason = f"grader container killed at its memory limit (OOM){_detail(facts)}"
         return Infra(reason, candidate_failure(facts, "error", reason))

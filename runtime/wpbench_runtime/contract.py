@@ -12,6 +12,9 @@ Exit codes of `wpbench-grade` (what each means for a record: cli/wpbench_k8s/out
     3  the verifier failed after candidate code could act (status error): scored as the candidate's
     4  harness_error: stopped by a signal from outside the container (nothing inside can signal
        the supervisor; see runtime/php/native/nodlopen.c): infrastructure, retried
+    5  harness_error: the backend asked for the egress gate (WPBENCH_EGRESS_PROBE; Kubernetes) and the
+       network was not seen closed within its bound, before the task was read, so no candidate code
+       ran (runtime/php/verifier/supervisor/egress.php): infrastructure, retried, never scored
 Any other exit code, or a harness_error verdict with another exit code, is the candidate's failure.
 """
 

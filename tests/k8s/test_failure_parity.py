@@ -29,6 +29,7 @@ from wpbench_k8s.executor.base import Executor
 from wpbench_k8s.executor.docker import RUN_LABEL
 from wpbench_k8s.executor.kubernetes import KubernetesExecutor
 from wpbench_k8s.kube.names import run_selector
+from wpbench_k8s.kube.objects import DEFAULT_EGRESS_WAIT_SECONDS
 from wpbench_k8s.manifest import GraderSpec
 from wpbench_k8s.outcome import Decision, GraderFacts, Infra, decide_outcome, settle
 from wpbench_runtime.contract import GradeTask
@@ -59,6 +60,15 @@ class OuterDeadlineFirst(GradeTask):
     @property
     def budget_seconds(self) -> float:
         return self.timeout_seconds
+
+
+class OuterDeadlineFirstOnKubernetes(OuterDeadlineFirst):
+    """The same on Kubernetes, whose pod deadline also holds the egress gate's bound (`kube.objects`), a bound the
+    gate leaves unused once the pod's deny-all policy is up: left out too, so the pod's deadline is the same."""
+
+    @property
+    def budget_seconds(self) -> float:
+        return self.timeout_seconds - DEFAULT_EGRESS_WAIT_SECONDS
 
 
 PATHS = {
@@ -106,7 +116,9 @@ def _grade(backend: str, path: FailurePath, image: str, space: Space) -> GraderF
         killer = threading.Thread(target=KILLS[backend], args=(executor, space, path.kill_after_running), daemon=True)
         killer.start()
     try:
-        kind = OuterDeadlineFirst if path.outer_first else GradeTask
+        kind = GradeTask
+        if path.outer_first:
+            kind = OuterDeadlineFirstOnKubernetes if backend == "kubernetes" else OuterDeadlineFirst
         facts = executor.run_grader(kind(test_id="parity", code=path.code, timeout_seconds=path.timeout))
     finally:
         executor.cleanup()

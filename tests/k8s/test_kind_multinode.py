@@ -153,8 +153,8 @@ def test_deny_all_holds_between_nodes(space: Space, mini_suite: Path, grader_ima
     target_ip = space.cluster.core.read_namespaced_pod(target.metadata.name, space.namespace).status.pod_ip
     host, port = space.cluster.api_endpoint()  # on the control-plane node: a third node
     # kube-router programs a new pod's policy chain from the pod's watch event, after the pod has started: a probe
-    # at once has been seen here to reach the API server on another node. The probe waits past that window; the
-    # window itself is an open finding (docs/kubernetes.md), not covered by this test.
+    # at once has been seen here to reach the API server on another node. This probe replaces the grader (and with
+    # it the egress gate that holds a grader's task until the wall is up: docs/isolation.md), so it waits instead.
     script = (f"sleep 5; TARGET={target_ip} API_HOST={host} API_PORT={port} SERVICE_IP={space.cluster.service_ip()}"
               f"\n{CONNECT}")  # fmt: skip
     denied_job = start_probe_job(space, mini_suite, grader_image, "net-in", script, cpu="100m", node=here)

@@ -48,8 +48,8 @@ def test_a_verifier_failure_after_the_candidate_acted_keeps_its_error_verdict():
     doc["reason"] = "verifier error: x (after candidate code could act)"
     decision = decide_outcome(facts(exit_code=3, stdout=json.dumps(doc)))
     assert isinstance(decision, Scored) and decision.verdict.reason == doc["reason"]
-    other = decide_outcome(facts(exit_code=5, stdout=json.dumps(doc)))
-    assert isinstance(other, Scored) and other.verdict.reason.startswith("grader exit 5")
+    other = decide_outcome(facts(exit_code=6, stdout=json.dumps(doc)))
+    assert isinstance(other, Scored) and other.verdict.reason.startswith("grader exit 6")
 
 
 @pytest.mark.parametrize(

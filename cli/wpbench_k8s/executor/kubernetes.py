@@ -42,6 +42,7 @@ from wpbench_k8s.kube.names import (
     run_selector,
 )
 from wpbench_k8s.kube.objects import (
+    DEFAULT_EGRESS_WAIT_SECONDS,
     DEFAULT_START_SECONDS,
     RunSettings,
     TaskSource,
@@ -64,6 +65,7 @@ class KubernetesExecutor(Executor):
         self.kubeconfig = os.environ.get("KUBECONFIG") or None
         self.context = os.environ.get("WPBENCH_K8S_CONTEXT") or None
         self.start_seconds = DEFAULT_START_SECONDS
+        self.egress_wait_seconds = DEFAULT_EGRESS_WAIT_SECONDS
         self._kube: Kube | None = None
         self._counter = itertools.count(1)
         self.run_name = dns_label("wpbench-local", run_id, max_len=40)
@@ -108,9 +110,11 @@ class KubernetesExecutor(Executor):
             labels=labels,
             annotations={ANNOTATION_TEST_ID: task.test_id},
             start_seconds=self.start_seconds,
+            egress_wait_seconds=self.egress_wait_seconds,
         )
         # The Job's own deadline ends it; this only guards against a Job controller that is not running.
-        patience = attempt_deadline_seconds(self.spec, task.budget_seconds) + self.start_seconds + 60
+        deadline = attempt_deadline_seconds(self.spec, task.budget_seconds, self.egress_wait_seconds)
+        patience = deadline + self.start_seconds + 60
         try:
             kube.create(CONFIG_MAPS, self.namespace, to_dict(cm))
             kube.create(JOBS, self.namespace, to_dict(job))

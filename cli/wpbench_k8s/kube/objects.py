@@ -46,6 +46,13 @@ DEFAULT_INFRA_RETRIES = INFRA_RETRIES  # attempts = 1 + retries, the same budget
 # How long a grader pod may wait to be scheduled and started (image pull, CPU queue) before the
 # Job gives up and the attempt counts as infrastructure (reported with the pod's own reason).
 DEFAULT_START_SECONDS = 600
+# The egress gate (runtime/php/verifier/supervisor/egress.php): a grader pod's deny-all policy is programmed
+# by the enforcer after the pod has started, so the supervisor reads no task until a connect to the API
+# server's `kubernetes` Service (its address filled in by the kubelet) is refused; still open after this
+# long, the attempt is infrastructure (`egress_open`). The pod's deadline adds it, so a slow wall is never
+# the candidate's timeout.
+EGRESS_PROBE = "[$(KUBERNETES_SERVICE_HOST)]:$(KUBERNETES_SERVICE_PORT)"
+DEFAULT_EGRESS_WAIT_SECONDS = 30
 DEFAULT_TTL_SECONDS = 24 * 3600  # a backstop: the collector deletes each Job once its verdict is stored
 # dry run: objects that only the API server can complete (a placeholder uid) are not to be applied
 DRY_RUN_KIND = "WPBenchDryRun"
@@ -104,10 +111,12 @@ def _quantity_cpu(cpus: float) -> str:
     return f"{cpus:g}" if float(cpus).is_integer() else f"{round(cpus * 1000)}m"
 
 
-def attempt_deadline_seconds(spec: GraderSpec, task_timeout: float) -> int:
-    """Pod activeDeadlineSeconds (counted from the pod's start): the task's budget (setup and candidate
-    timeouts) plus the spec's grace."""
-    return max(1, math.ceil(task_timeout + spec.grace_seconds))
+def attempt_deadline_seconds(
+    spec: GraderSpec, task_timeout: float, egress_wait_seconds: int = DEFAULT_EGRESS_WAIT_SECONDS
+) -> int:
+    """Pod activeDeadlineSeconds (counted from the pod's start): the egress gate's bound, the task's budget
+    (setup and candidate timeouts) and the spec's grace."""
+    return max(1, math.ceil(egress_wait_seconds + task_timeout + spec.grace_seconds))
 
 
 def build_grader_job(
@@ -126,6 +135,7 @@ def build_grader_job(
     placement: Placement | None = None,
     queue: str = "",
     workload_priority: str = "",
+    egress_wait_seconds: int = DEFAULT_EGRESS_WAIT_SECONDS,
 ) -> k8s.V1Job:
     """The Job for one grader attempt: one locked-down pod, never restarted by Kubernetes.
 
@@ -137,6 +147,8 @@ def build_grader_job(
     (Kubernetes starts a Job's clock when it is unsuspended), so waiting in the queue costs no attempt.
     `placement` adds pod-spec fields (nodes, pull secrets, runtime class); none of them can loosen the
     lock-down (security contexts, volumes, service account token and links are set here, not there).
+    The grader reads its task only once the pod's network is seen closed (`EGRESS_PROBE`, at most
+    `egress_wait_seconds`; the environment is set here, so no placement can drop the gate).
 
     Returns:
         A `V1Job`; serialise with `to_dict`.
@@ -149,6 +161,10 @@ def build_grader_job(
         image=pinned_image(spec),
         image_pull_policy=image_pull_policy,
         args=[TASK_FILE],
+        env=[
+            k8s.V1EnvVar(name="WPBENCH_EGRESS_PROBE", value=EGRESS_PROBE),
+            k8s.V1EnvVar(name="WPBENCH_EGRESS_WAIT_SECONDS", value=str(egress_wait_seconds)),
+        ],
         resources=k8s.V1ResourceRequirements(requests=dict(resources), limits=dict(resources)),
         security_context=k8s.V1SecurityContext(
             run_as_non_root=True,
@@ -171,7 +187,7 @@ def build_grader_job(
             k8s.V1VolumeMount(name="no-shm", mount_path="/dev/shm", read_only=True),
         ],
     )
-    pod_deadline = attempt_deadline_seconds(spec, task_timeout)
+    pod_deadline = attempt_deadline_seconds(spec, task_timeout, egress_wait_seconds)
     pod_spec = k8s.V1PodSpec(
         **(placement or Placement()).pod_fields(),
         restart_policy="Never",

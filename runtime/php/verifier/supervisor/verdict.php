@@ -8,6 +8,7 @@
  *                  then on every anomaly (a protocol violation, an oversized or missing event) is
  *                  the candidate's failure
  *   harness_error  also with exit 4: the grader was stopped by a signal from outside the container
+ *   harness_error  also with exit 5: the network was not seen closed before the task was read (egress.php)
  *   timeout        the runner was killed at timeout_seconds
  *   error          the candidate crashed it: exit()/die(), fatal error, memory exhaustion,
  *                  uncaught exception, killed by a signal
@@ -25,6 +26,7 @@ const MAX_ISSUES = 200;
 const TASK_BROKEN_EXIT              = 2;
 const VERIFIER_AFTER_CANDIDATE_EXIT = 3;
 const STOPPED_EXIT                  = 4;
+const EGRESS_OPEN_EXIT              = 5;
 
 /** What the verdict is made from. */
 final class Outcome {
