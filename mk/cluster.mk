@@ -14,8 +14,9 @@ KUEUE ?= 1
 k8s-binaries:
 	hack/k8s/binaries.sh
 
+CLUSTER_UP = KUEUE=$(KUEUE) GRADER_IMAGE=$(IMAGE) CONTROLLER_IMAGE=$(CONTROLLER_IMAGE) scripts/cluster-up.sh
 cluster-up: runtime-image controller-image
-	KUEUE=$(KUEUE) GRADER_IMAGE=$(IMAGE) CONTROLLER_IMAGE=$(CONTROLLER_IMAGE) scripts/cluster-up.sh
+	$(CLUSTER_UP)
 
 cluster-down:
 	scripts/cluster-down.sh

@@ -17,7 +17,7 @@ from wpbench_scale.kwok import KwokUnavailable, k8s_binaries
 from wpbench_scale.scenario import WRITES_PER_CANDIDATE_GOAL, Scenario, run_scenario
 
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "k8s" / "build.sh"
-pytestmark = [pytest.mark.k8s, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.k8s, pytest.mark.scale, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
