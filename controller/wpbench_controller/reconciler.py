@@ -104,7 +104,7 @@ from wpbench_k8s.outcome import GraderFacts
 from wpbench_k8s.pipeline import judge_for
 from wpbench_k8s.records import Record, Usage
 from wpbench_k8s.scoring import NotGraded, build_record
-from wpbench_k8s.steps import judge_record, score_item
+from wpbench_k8s.steps import RecordJudge, judge_record, score_item
 from wpbench_k8s.verified import SuiteCheck, SuiteError, check_items, check_payload_suite
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ class RunCache:
     policy_ready: bool = False
     last_status_write: float = 0.0
     log_reads: LogReads = field(default_factory=LogReads)
-    judge: Any | None = None
+    judge: RecordJudge | None = None
     cursor: int = 0  # items before it in payload.order all have a result
     deleting: set[str] = field(default_factory=set)  # item labels whose Jobs a deletecollection is removing
 

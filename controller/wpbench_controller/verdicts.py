@@ -43,7 +43,7 @@ from wpbench_k8s.kube.results import Shards, fit_record, listed_shards, record_k
 from wpbench_k8s.manifest import ManifestItem, RunManifest
 from wpbench_k8s.outcome import Scored
 from wpbench_k8s.records import Record, json_line
-from wpbench_k8s.steps import judge_record, score_item
+from wpbench_k8s.steps import RecordJudge, judge_record, score_item
 from wpbench_runtime.contract import GradeTask, Verdict
 
 log = logging.getLogger(__name__)
@@ -223,7 +223,7 @@ class RunVerdicts:
         log.info("verdict cache: %d of %d items not done found in earlier runs", len(self.reuse), len(wanted))
         return True
 
-    def records(self, done: Container[str], judge: Any) -> list[Record]:
+    def records(self, done: Container[str], judge: RecordJudge | None) -> list[Record]:
         """Records for the items an earlier run's verdict settles, scored as a local cache hit is."""
         found: list[Record] = []
         if not self.reuse:
