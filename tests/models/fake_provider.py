@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 
@@ -211,15 +212,27 @@ def has_system(body: dict[str, Any]) -> bool:
     return any(m.get("role") == "system" for m in body.get("messages", []))
 
 
+def reference_answers(suite: Path) -> dict[str, str]:
+    """Each test's prompt -> a reply that carries its reference (the answer a perfect model gives)."""
+    from wpbench_k8s.dataset import ExecutionTest, load_suite  # the harness; on sys.path under pytest and __main__
+    from wpbench_k8s.models.prompts import build_prompt
+
+    answers: dict[str, str] = {}
+    for t in load_suite(suite).all_tests():
+        if not isinstance(t, ExecutionTest):
+            answers[build_prompt(t)] = t.correct_answer
+        elif t.artifact_kind == "wp_plugin_files":
+            answers[build_prompt(t)] = "```json\n" + json.dumps({"files": t.reference_files}) + "\n```"
+        else:
+            answers[build_prompt(t)] = f"```php\n<?php\n{t.reference_solution}\n```"
+    return answers
+
+
 if __name__ == "__main__":  # pragma: no cover - manual runs
     import argparse
     import sys
-    from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cli"))
-    from wpbench_k8s.dataset import ExecutionTest, load_suite
-    from wpbench_k8s.models.prompts import build_prompt
-
     parser = argparse.ArgumentParser(description="Answer every test of a suite with its reference solution.")
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--suite", default=str(Path(__file__).resolve().parents[1] / "fixtures/suites/mini"))
@@ -234,14 +247,7 @@ if __name__ == "__main__":  # pragma: no cover - manual runs
         "--rate-limit-first", type=int, default=0, metavar="N", help="answer the first N requests with HTTP 429"
     )
     args = parser.parse_args()
-    answers: dict[str, str] = {}
-    for t in load_suite(Path(args.suite)).all_tests():
-        if not isinstance(t, ExecutionTest):
-            answers[build_prompt(t)] = t.correct_answer
-        elif t.artifact_kind == "wp_plugin_files":
-            answers[build_prompt(t)] = "```json\n" + json.dumps({"files": t.reference_files}) + "\n```"
-        else:
-            answers[build_prompt(t)] = f"```php\n<?php\n{t.reference_solution}\n```"
+    answers = reference_answers(Path(args.suite))
 
     def answer(body: dict[str, Any]) -> Reply:
         if body.get("model") in args.needs_skill and not has_system(body):

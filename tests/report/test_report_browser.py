@@ -18,29 +18,14 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
-from fake_provider import FakeProvider, Reply, has_system, user_text
+from fake_provider import FakeProvider, Reply, has_system, reference_answers, user_text
 from pagekit import check_charts, check_drill_down, expected_marks, no_console_errors, open_report
-
-from wpbench_k8s.dataset import ExecutionTest, load_suite
-from wpbench_k8s.models.prompts import build_prompt
 
 pytestmark = [pytest.mark.docker, pytest.mark.browser]
 
 REPO = Path(__file__).resolve().parents[2]
 CORE = REPO / "datasets" / "suites" / "wpk-core-v1"
 SELECT = ["--limit", "4", "--seed", "2"]  # 3 execution tests and 1 knowledge test over 4 categories
-
-
-def _answers() -> dict[str, str]:
-    answers = {}
-    for t in load_suite(CORE).all_tests():
-        if not isinstance(t, ExecutionTest):
-            answers[build_prompt(t)] = t.correct_answer
-        elif t.artifact_kind == "wp_plugin_files":
-            answers[build_prompt(t)] = "```json\n" + json.dumps({"files": t.reference_files}) + "\n```"
-        else:
-            answers[build_prompt(t)] = f"```php\n<?php\n{t.reference_solution}\n```"
-    return answers
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -73,7 +58,7 @@ def skill(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def model_run(grader_image: str, skill: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any]:
     """Model a answers every test right; model b only with the skill, except knowledge."""
-    answers = _answers()
+    answers = reference_answers(CORE)
     out = tmp_path_factory.mktemp("models")
 
     def answer_a(body: dict[str, Any]) -> Reply:
