@@ -89,16 +89,12 @@ def artefacts() -> Path:
 # behind it. Within one engine the tests keep the serial order they were written for; the unit tests go to
 # whichever worker is free.
 SHARED_ENGINE = {"k8s": "cluster", "scale": "cluster", "unit": None}
-# Cluster tests whose Docker half must not share the engine with the Docker worker's tests: failure parity kills
-# and starves graders on both backends and reads the engine's kill events, which a cold CI run under xdist once
-# saw for its OOM case (stopped_from_outside where the cluster said oom_killed).
-ON_THE_DOCKER_WORKER = {"tests/k8s/test_failure_parity.py"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        relative = Path(item.path).relative_to(REPO)
-        folder = relative.parts[1]
-        group = "docker" if str(relative) in ON_THE_DOCKER_WORKER else SHARED_ENGINE.get(folder, "docker")
+        if item.get_closest_marker("xdist_group") is not None:
+            continue  # a module that names its worker itself (tests/k8s/test_failure_parity.py)
+        group = SHARED_ENGINE.get(item.path.relative_to(REPO / "tests").parts[0], "docker")
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
