@@ -43,7 +43,7 @@ demo: setup runtime-image
 # The kwok scale scenario (tests/scale) is `make test-scale`'s and `make bench-k8s`'s: its cold kwok build and
 # its run cost about 5 min of a cold CI run (issue 23), and its controller behaviour is tested on the real cluster.
 test: test-prereqs
-	WPBENCH_KUEUE=$(KUEUE) $(BIN)/pytest -q --durations=25 -m 'not scale' --junitxml=output/junit-test.xml -n 2 --dist loadgroup
+	WPBENCH_KUEUE=$(KUEUE) $(BIN)/pytest -q --durations=25 -m 'not scale' --junitxml=output/junit-test.xml -n 2 --dist load
 
 # Two lanes, so one's downloads and I/O overlap the other's compiling: the images (pip, apt, debootstrap, docker
 # build; every use of the host's dpkg is in this lane) and the Go builds (private module and apt caches). Each lane

@@ -82,19 +82,3 @@ def artefacts() -> Path:
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     return ARTEFACTS
 
-
-# Under `make test` the tests run on two pytest-xdist workers with `--dist loadgroup`: everything on the cluster
-# runs in one worker, in order, and everything on the Docker engine in the other, so the cluster tests (which wait
-# on the API server and the kubelet more than they compute) overlap the CPU-bound grading instead of queueing
-# behind it. Within one engine the tests keep the serial order they were written for; the unit tests go to
-# whichever worker is free.
-SHARED_ENGINE = {"k8s": "cluster", "scale": "cluster", "unit": None}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue  # a module that names its worker itself (tests/k8s/test_failure_parity.py)
-        group = SHARED_ENGINE.get(item.path.relative_to(REPO / "tests").parts[0], "docker")
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))

@@ -34,10 +34,7 @@ from wpbench_k8s.manifest import GraderSpec
 from wpbench_k8s.outcome import Decision, GraderFacts, Infra, decide_outcome, settle
 from wpbench_runtime.contract import GradeTask
 
-# On the Docker worker under `make test` (tests/conftest.py), not the cluster one: its Docker half kills and starves
-# graders and reads the engine's kill events, so it gets the engine to itself. A cold CI run with it beside the
-# Docker tests once saw an engine kill event in its OOM case (stopped_from_outside where the cluster said oom_killed).
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker")]
+pytestmark = pytest.mark.docker
 
 OOM = (
     "ini_set( 'memory_limit', '-1' ); $s = str_repeat( 't', 1 << 20 );"
@@ -110,9 +107,11 @@ def _pod_delete(executor: Executor, space: Space, after: float) -> None:
 KILLS = {"docker": _docker_kill, "kubernetes": _pod_delete}
 
 
-def _grade(backend: str, path: FailurePath, image: str, space: Space) -> GraderFacts:
+def _grade(backend: str, name: str, path: FailurePath, image: str, space: Space) -> GraderFacts:
     spec = GraderSpec(image=image, timeout_seconds=path.timeout, grace_seconds=path.grace)
-    executor = get_executor(backend, spec, f"parity-{backend}")
+    # A run id of its own per case: an executor's cleanup removes every container of its run id, so two cases
+    # graded at once (two pytest workers) under one id would kill each other's graders (an engine kill event).
+    executor = get_executor(backend, spec, f"parity-{backend}-{name}")
     executor.preflight()
     killer = None
     if path.kill_after_running is not None:
@@ -147,7 +146,7 @@ def test_a_failure_path_ends_the_same_on_both_backends(
     monkeypatch.setenv("KUBECONFIG", str(space.kubeconfig))
     monkeypatch.setenv("WPBENCH_K8S_NAMESPACE", space.namespace)
     path = PATHS[name]
-    seen = {backend: _grade(backend, path, grader_image, space) for backend in ("docker", "kubernetes")}
+    seen = {backend: _grade(backend, name, path, grader_image, space) for backend in ("docker", "kubernetes")}
     flags = {b: f.model_dump(include={"started", "stopped_from_outside", "oom_killed", "deadline_exceeded"})
              for b, f in seen.items()}  # fmt: skip
     why = {b: (f.infra_reason, f.detail) for b, f in seen.items()}  # what pytest's repr of `seen` cuts off
