@@ -81,4 +81,3 @@ def chrome() -> Iterator[object]:
 def artefacts() -> Path:
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     return ARTEFACTS
-
