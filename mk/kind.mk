@@ -45,7 +45,8 @@ kind-up: runtime-image controller-image
 # then the multi-node ones (tests/k8s/test_kind_multinode.py).
 KIND_TESTS ?= tests/k8s/test_cluster_path.py::test_reference_check_through_submit_matches_the_local_run \
   tests/k8s/test_node_cluster.py::test_deny_all_policy_refuses_a_grader_pod_the_api_server_other_pods_and_the_world \
-  tests/k8s/test_requeue_cache.py tests/k8s/test_kind_multinode.py
+  tests/k8s/test_requeue_cache.py tests/k8s/test_models_cluster.py tests/k8s/test_failure_parity.py \
+  tests/k8s/test_kind_multinode.py
 test-kind: setup kind-up
 	CLUSTER=kind KIND_CLUSTER=$(KIND_CLUSTER) WPBENCH_IMAGE=$(IMAGE) WPBENCH_CONTROLLER_IMAGE=$(CONTROLLER_IMAGE) \
 	  $(BIN)/pytest -q -p no:cacheprovider $(KIND_TESTS)

@@ -73,6 +73,18 @@ def kind_engine_env() -> dict[str, str]:
     return env
 
 
+def kind_node_network(node: str = "control-plane") -> tuple[str, str]:
+    """A kind node container's network namespace (`/proc/<pid>/ns/net`) and its address on kind's network: an
+    address every pod of the cluster reaches (the node's own, routed by kube-router), where nothing outside the
+    engine's namespace is reachable from a pod."""
+    out = subprocess.run(
+        ["docker", "inspect", "-f", '{{.State.Pid}} {{(index .NetworkSettings.Networks "kind").IPAddress}}',
+         f"{KIND_CLUSTER}-{node}"], capture_output=True, text=True, check=True, env=kind_engine_env(),
+    ).stdout.split()  # fmt: skip
+    pid, address = out
+    return f"/proc/{pid}/ns/net", address
+
+
 def ensure_kind_image(image: str) -> None:
     """The machine's Docker image `image` on every kind node (as kind-up loads them): copied into kind's engine if
     that is another one, then `kind load docker-image`, which skips a node that has the image's id already."""

@@ -97,9 +97,11 @@ def normalise(rec: dict[str, Any]) -> dict[str, Any]:
     return rec
 
 
-def model_env(provider: FakeProvider) -> dict[str, str]:
-    """What the controller gets from the chart's API-key Secret (plus fast retries for the tests)."""
-    return {**FAST_RETRIES, "OPENAI_API_BASE": provider.url, "OPENAI_API_KEY": "sk-fake-secret-key"}
+def model_env(provider: FakeProvider, *, for_pods: bool = False) -> dict[str, str]:
+    """What a local run gets, or (`for_pods`) what the controller gets from the chart's API-key Secret: the
+    provider's address its pods reach. Plus fast retries for the tests."""
+    url = (provider.pod_url or provider.url) if for_pods else provider.url
+    return {**FAST_RETRIES, "OPENAI_API_BASE": url, "OPENAI_API_KEY": "sk-fake-secret-key"}
 
 
 def summary_sections(summary: dict[str, Any]) -> dict[str, Any]:

@@ -1,6 +1,8 @@
-"""A model run on the real local cluster: `submit` needs no key and calls no model; the in-cluster controller
-(the chart's, keys from its API-key Secret) calls the fake OpenAI-compatible provider listening on the pod
-bridge's gateway (an address of this machine the controller pod can route to), and grader pods grade."""
+"""A model run on the real cluster: `submit` needs no key and calls no model; the in-cluster controller (the
+chart's, keys from its API-key Secret) calls the fake OpenAI-compatible provider, and grader pods grade. On the
+local cluster the provider listens on the pod bridge's gateway (an address of this machine the controller pod
+can route to); on kind (CLUSTER=kind) pods reach nothing of this machine, so it listens on loopback for the
+local run and also inside the control-plane node's network namespace, on the node's address, for the pods."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clusterkit import GATEWAY, REPO, Cluster, Space, records
+from clusterkit import GATEWAY, REPO, Cluster, Space, kind_node_network, records
 from modelkit import (
     BY_PROMPT,
     EXPECTED_TESTS,
@@ -33,15 +35,18 @@ from modelkit import (
 sys.path.insert(0, str(REPO / "tests" / "models"))
 from fake_provider import FakeProvider, Reply, server_error, user_text
 
-pytestmark = [pytest.mark.docker, pytest.mark.local_cluster]  # the fake provider on the pod bridge's host address
+pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
 def provider(monkeypatch: pytest.MonkeyPatch, kube: Cluster) -> Iterator[FakeProvider]:
-    """The fake provider on the gateway address; no provider key or endpoint from this environment leaks in."""
+    """The fake provider where the cluster's pods reach it; no provider key or endpoint from this environment
+    leaks in."""
     for var in PROVIDER_VARS:
         monkeypatch.delenv(var, raising=False)
-    with FakeProvider(host=GATEWAY) as server:
+    with FakeProvider(host="127.0.0.1" if kube.kind else GATEWAY) as server:
+        if kube.kind:
+            server.listen_in_netns(*kind_node_network())
         yield server
 
 
@@ -64,7 +69,7 @@ def test_two_model_skill_run_in_cluster_matches_the_local_run(
     models.reset()
     name = space.cli("submit", *flags, "--max-in-flight", "2").stdout.strip()
     assert provider.calls() == 0  # submit calls no model
-    space.install_controller(secret_env=model_env(provider))
+    space.install_controller(secret_env=model_env(provider, for_pods=True))
     run = space.wait_phase(name, 900)
     st = run["status"]
     # 3 tests x 2 models x 2 variants; a passes everything, b only with the skill.
@@ -99,8 +104,9 @@ def test_two_model_skill_run_in_cluster_matches_the_local_run(
 def controller_memory_peak(pod_uid: str, container_id: str) -> int:
     """The container's memory high-water mark, read from the node's cgroup (v1, cgroupfs driver; v2 fallback)."""
     cid = container_id.split("://")[-1]
-    for pattern in (f"/sys/fs/cgroup/memory/kubepods*/**/pod{pod_uid}/{cid}/memory.max_usage_in_bytes",
-                    f"/sys/fs/cgroup/kubepods*/**/pod{pod_uid}/{cid}/memory.peak"):  # fmt: skip
+    # kind's kubelets run in node containers, so their pods' cgroups sit below the node container's
+    for pattern in (f"/sys/fs/cgroup/memory/**/kubepods*/**/pod{pod_uid}/{cid}/memory.max_usage_in_bytes",
+                    f"/sys/fs/cgroup/**/kubepods*/**/pod{pod_uid}/{cid}/memory.peak"):  # fmt: skip
         for path in glob.glob(pattern, recursive=True):
             return int(Path(path).read_text())
     raise AssertionError(f"no cgroup found for container {cid} of pod {pod_uid}")
@@ -129,7 +135,7 @@ def test_an_outage_and_a_missing_key_error_only_their_models_records_and_the_run
         "--model-name", "openai/flaky", "--continue-on-error", "--test-id", "mini-hooks-001", "--test-id", "mini-k-002",
         "--dataset-path", str(MINI),
     ).stdout.strip()  # fmt: skip
-    space.install_controller(secret_env=model_env(provider))
+    space.install_controller(secret_env=model_env(provider, for_pods=True))
     run = space.wait_phase(name, 900)
     st = run["status"]
     assert (st["phase"], st["done"], st["errors"], st["passed"], st["infraErrors"]) == ("Succeeded", 6, 4, 2, 0), st
@@ -173,7 +179,7 @@ def test_status_advances_and_cancel_is_seen_while_the_controller_calls_models(
     name = space.cli("submit", "--model-name", "openai/slow", "--test-type", "knowledge", "--runs", "20",
                      "--dataset-path", str(MINI)).stdout.strip()  # fmt: skip
     total = 40  # 2 knowledge tests x 20 runs, 3 s of model call each, 4 model workers: ~30 s
-    space.install_controller(secret_env=model_env(provider))
+    space.install_controller(secret_env=model_env(provider, for_pods=True))
 
     def first_answers() -> dict[str, Any] | None:
         status = space.run_object(name).get("status") or {}

@@ -17,7 +17,9 @@ answers every execution test with the mini suite's reference solution.
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -120,9 +122,12 @@ class FakeProvider:
                 except (BrokenPipeError, ConnectionResetError):  # the client timed out and left
                     pass
 
+        self._handler = Handler
         self._server = ThreadingHTTPServer((host, port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-provider", daemon=True)
+        self._others: list[ThreadingHTTPServer] = []
+        self.pod_url = ""  # the address pods use, when it is not `url` (`listen_in_netns`)
 
     # ---- control --------------------------------------------------------------------------------
 
@@ -135,8 +140,42 @@ class FakeProvider:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        for server in (self._server, *self._others):
+            server.shutdown()
+            server.server_close()
+
+    def listen_in_netns(self, netns: str, host: str) -> str:
+        """The same provider on a second address, bound inside another network namespace (`netns`, e.g.
+        `/proc/<pid>/ns/net` of a kind node container, whose pods reach no address of this machine). The
+        socket is made on a short-lived thread that enters the namespace (a thread's own, on Linux), so no
+        thread of this process changes namespace for longer than the bind. Needs CAP_SYS_ADMIN (root).
+        Returns its URL, also kept as `pod_url`."""
+        made: list[ThreadingHTTPServer | BaseException] = []
+
+        def bind() -> None:
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                fd = os.open(netns, os.O_RDONLY)
+                try:
+                    if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+                        raise OSError(ctypes.get_errno(), f"setns {netns}")
+                finally:
+                    os.close(fd)
+                made.append(ThreadingHTTPServer((host, 0), self._handler))
+            except BaseException as exc:  # handed to the caller below
+                made.append(exc)
+
+        binder = threading.Thread(target=bind, name="fake-provider-netns")
+        binder.start()
+        binder.join()
+        (server,) = made
+        if isinstance(server, BaseException):
+            raise server
+        server.daemon_threads = True
+        self._others.append(server)
+        threading.Thread(target=server.serve_forever, name="fake-provider-netns", daemon=True).start()
+        self.pod_url = f"http://{host}:{server.server_address[1]}/v1"
+        return self.pod_url
 
     def __enter__(self) -> FakeProvider:
         return self.start()
