@@ -15,10 +15,17 @@ from typing import Any
 from wpbench_controller.generation import Generated
 from wpbench_k8s.errors import InputError
 from wpbench_k8s.kube.client import Kube, KubeError
-from wpbench_k8s.kube.facts import LOG_READ_TRIES, attempt_events, attempt_facts, status_facts
+from wpbench_k8s.kube.facts import (
+    LOG_READ_TRIES,
+    attempt_events,
+    attempt_facts,
+    log_limit,
+    sequence_facts,
+    status_facts,
+)
 from wpbench_k8s.kube.names import GRADER_CONTAINER
 from wpbench_k8s.manifest import ManifestItem, RunManifest
-from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
+from wpbench_k8s.outcome import GraderFacts
 from wpbench_k8s.records import Record
 from wpbench_k8s.scoring import NotGraded, build_record
 from wpbench_k8s.steps import score_item
@@ -37,18 +44,20 @@ class LogReads:
     failures: dict[str, tuple[int, str]] = field(default_factory=dict)
     prefetched: dict[str, tuple[bytes | None, str, bool]] = field(default_factory=dict)
 
-    def prefetch(self, kube: Kube, namespace: str, pods: list[str], pool: ThreadPoolExecutor) -> None:
-        for pod, answer in zip(pods, pool.map(lambda p: self._read(kube, namespace, p), pods), strict=True):
+    def prefetch(self, kube: Kube, namespace: str, pods: list[tuple[str, int]], pool: ThreadPoolExecutor) -> None:
+        """Read the logs of (pod, how many tasks it graded) at once."""
+        answers = pool.map(lambda p: self._read(kube, namespace, *p), pods)
+        for (pod, _), answer in zip(pods, answers, strict=True):
             self.prefetched[pod] = answer
 
-    def read(self, kube: Kube, namespace: str, pod: str) -> tuple[bytes | None, str, bool]:
+    def read(self, kube: Kube, namespace: str, pod: str, tasks: int = 1) -> tuple[bytes | None, str, bool]:
         """(log, error, final): final is False while another pass should try again."""
         answer = self.prefetched.pop(pod, None)
-        return answer if answer is not None else self._read(kube, namespace, pod)
+        return answer if answer is not None else self._read(kube, namespace, pod, tasks)
 
-    def _read(self, kube: Kube, namespace: str, pod: str) -> tuple[bytes | None, str, bool]:
+    def _read(self, kube: Kube, namespace: str, pod: str, tasks: int = 1) -> tuple[bytes | None, str, bool]:
         try:
-            data = kube.log(namespace, pod, GRADER_CONTAINER, limit_bytes=MAX_GRADER_OUTPUT_BYTES + 1)
+            data = kube.log(namespace, pod, GRADER_CONTAINER, limit_bytes=log_limit(tasks))
         except KubeError as exc:
             tries = self.failures.get(pod, (0, ""))[0] + 1
             self.failures[pod] = (tries, str(exc))
@@ -84,6 +93,31 @@ def finished_attempt_facts(
         return None
     reads.forget(name)
     return attempt_facts(job, pod, test_id=test_id, log=log_bytes, log_error=error)
+
+
+def finished_sequence_facts(
+    kube: Kube,
+    namespace: str,
+    job: dict[str, Any],
+    pod: dict[str, Any] | None,
+    test_ids: list[str],
+    reads: LogReads,
+) -> list[GraderFacts] | None:
+    """The facts of a finished attempt of a pod grading a sequence, per item (`kube.facts.sequence_facts`), or
+    None while its log should be read again on a later pass. Its log is read whatever ended the pod: the items
+    that answered before the end keep their verdicts."""
+    if pod is None:
+        events = attempt_events(kube, namespace, job["metadata"]["name"])
+        return sequence_facts(job, None, test_ids=test_ids, events=events)
+    decided = status_facts(job, pod, test_id=test_ids[0])
+    if decided is not None and not decided.started:
+        return [decided]
+    name = pod["metadata"]["name"]
+    log_bytes, error, final = reads.read(kube, namespace, name, len(test_ids))
+    if log_bytes is None and not final:
+        return None
+    reads.forget(name)
+    return sequence_facts(job, pod, test_ids=test_ids, log=log_bytes, log_error=error)
 
 
 def record_without_pod(manifest: RunManifest, item: ManifestItem, generated: Generated | None = None) -> Record:

@@ -4,10 +4,12 @@ Nothing here reads the cluster, the clock or a file: every input is an argument 
 output a frozen value the shell (`reconciler.py`) carries out in its safe order. A pass decides in the
 steps the shell takes, because what it stores in one step is what the next one sees:
 
-1. `to_decide`, then `collect`: each unit's newest attempt (a unit is the items a Job grades: one today);
-   a finished one is decided (`outcome.decide_outcome`), an Infra decision with retries left becomes the
-   next attempt (`Retry`), any other an `Ending` (the shell scores and stores its record). Items whose
-   every Job goes are named by item label (one `deletecollection`), attempts a newer one replaced by name.
+1. `to_decide`, then `collect`: each unit's newest attempt (a unit is the items one grader Job grades: one
+   item, or in fast mode several in a sequence); a finished one is decided item by item
+   (`outcome.decide_outcome`): an Infra decision with retries left, or an item the attempt never reached,
+   goes into the unit's next attempt (`Retry`), any other decision is an `Ending` (the shell scores and stores
+   its record). Items whose every Job goes are named by item label (one `deletecollection`), attempts a newer
+   one replaced by name.
 2. `schedule`: which items get a grader Job now, within the in-flight bound, `creates_per_pass` and
    `max_starting`; model items take a slot while their call runs; items scored without a pod do not.
 3. `conclude`: the run finished (Succeeded, or Failed at the first error), or its Running message.
@@ -23,6 +25,7 @@ from typing import Any, Literal
 
 from wpbench_controller.conditions import lifecycle_events, run_conditions, summarise
 from wpbench_controller.observed import Observation, ObservedJob, ObservedRun
+from wpbench_k8s.kube.facts import never_started
 from wpbench_k8s.manifest import ManifestItem
 from wpbench_k8s.outcome import Decision, Infra, decide_outcome
 from wpbench_k8s.records import Record
@@ -59,10 +62,17 @@ class Ending:
 
 @dataclass(frozen=True)
 class Retry:
-    """The next attempt of a unit whose attempt failed on infrastructure, with retries left."""
+    """The next attempt of a unit: its items an infrastructure failure with retries left, or the end of the pod
+    before their turn, left without a record, in the order they are to be graded.
 
-    items: tuple[str, ...]  # the unit's items (one today)
-    attempt: int  # the new attempt's number
+    An item's own attempt number counts only the attempts that reached it: an item a sequence never got to keeps
+    its number, so a candidate that brings its pod down spends its own retries, never its neighbours'.
+    """
+
+    unit: str  # the item whose label the unit's attempts carry
+    items: tuple[str, ...]
+    item_attempts: tuple[int, ...]  # each item's attempt number in the new attempt
+    attempt: int  # the new attempt's number (the unit's)
     reason: str  # why the previous attempt is retried (the new Job's annotation)
     replaced: tuple[str, ...]  # the unit's Jobs, deleted once the new attempt exists
 
@@ -83,16 +93,16 @@ class Collection:
 
 
 def _units(jobs: Iterable[ObservedJob]) -> list[list[ObservedJob]]:
-    """Jobs grouped by the items they grade, each group oldest attempt first."""
-    by_unit: dict[tuple[str, ...], list[ObservedJob]] = {}
+    """Jobs grouped by unit (the item label their attempts share), each group oldest attempt first."""
+    by_unit: dict[str, list[ObservedJob]] = {}
     for job in jobs:
         by_unit.setdefault(job.unit, []).append(job)
     return [sorted(group, key=lambda j: j.attempt) for group in by_unit.values()]
 
 
-def _settled(unit: tuple[str, ...], observation: Observation) -> bool:
-    """Every item of the unit has a record already (or is no item of this run): its Jobs only go."""
-    return all(i in observation.stored or i not in observation.known for i in unit)
+def _settled(items: tuple[str, ...], observation: Observation) -> bool:
+    """Every item has a record already (or is no item of this run): the Jobs grading them only go."""
+    return all(i in observation.stored or i not in observation.known for i in items)
 
 
 def to_decide(observation: Observation) -> tuple[ObservedJob, ...]:
@@ -100,7 +110,7 @@ def to_decide(observation: Observation) -> tuple[ObservedJob, ...]:
     out = []
     for group in _units(observation.jobs):
         latest = group[-1]
-        if latest.finished and not _settled(latest.unit, observation):
+        if latest.finished and not _settled(latest.items, observation):
             out.append(latest)
     return tuple(out)
 
@@ -123,12 +133,12 @@ def collect(observation: Observation, infra_retries: int) -> Collection:
     finished: list[tuple[ObservedJob, list[ObservedJob]]] = []
     for group in _units(observation.jobs):
         latest = group[-1]
-        if _settled(latest.unit, observation):
+        if _settled(latest.items, observation):
             delete_items.append(latest.item_label)  # stored already (a pass died before deleting)
             continue
         if not latest.finished:
             delete_jobs.extend(j.name for j in group[:-1])
-            active.update(latest.unit)
+            active.update(latest.items)
             pod = latest.pod
             if latest.suspended:  # in Kueue's queue (or preempted back into it)
                 queued += 1
@@ -139,19 +149,34 @@ def collect(observation: Observation, infra_retries: int) -> Collection:
             continue
         finished.append((latest, group))
     for latest, group in finished:
-        facts = observation.facts.get(latest.name)
-        if facts is None:  # the log did not answer this time; a bounded number of passes try again
-            active.update(latest.unit)
+        said = observation.facts.get(latest.name)
+        if said is None:  # the log did not answer this time; a bounded number of passes try again
+            active.update(latest.items)
             requeue = earliest(requeue, LOG_RETRY_SECONDS)
             continue
-        decision = decide_outcome(facts)
-        if isinstance(decision, Infra) and latest.attempt <= infra_retries:
-            retries.append(Retry(latest.unit, latest.attempt + 1, decision.reason, tuple(j.name for j in group)))
-            active.update(latest.unit)
+        if never_started(list(said)):  # no task ran: the attempt was every item's
+            said = [said[0]] * len(latest.items)
+        again: list[tuple[str, int]] = []
+        reasons: list[str] = []
+        for n, (item, attempts) in enumerate(zip(latest.items, latest.attempts(), strict=True)):
+            if item not in observation.known or item in observation.stored:
+                continue
+            if n >= len(said):  # the pod ended before this item's turn: it did not run, its attempt is not spent
+                again.append((item, attempts))
+                continue
+            decision = decide_outcome(said[n])
+            if isinstance(decision, Infra) and attempts <= infra_retries:
+                again.append((item, attempts + 1))
+                reasons.append(decision.reason)
+                continue
+            endings.append(Ending(item, decision, attempts, latest))
+        if not again:
+            delete_items.append(latest.item_label)
             continue
-        fresh = [i for i in latest.unit if i in observation.known and i not in observation.stored]
-        endings.extend(Ending(i, decision, latest.attempt, latest) for i in fresh)
-        delete_items.append(latest.item_label)
+        reason = reasons[0] if reasons else "the previous pod ended before these items' turn"
+        retries.append(Retry(latest.unit_id or again[0][0], tuple(i for i, _ in again), tuple(a for _, a in again),
+                             latest.attempt + 1, reason, tuple(j.name for j in group)))  # fmt: skip
+        active.update(i for i, _ in again)
     return Collection(
         endings=tuple(endings),
         retries=tuple(retries),

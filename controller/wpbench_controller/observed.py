@@ -6,20 +6,23 @@ attempt's Job and pod *mean* for the grade stays in `wpbench_k8s.kube.facts`, sh
 Kubernetes executor: an `ObservedJob` keeps its source objects (`source`, `pod.source`) for that reader
 and nothing else.
 
-A Job grades a tuple of item ids (`ObservedJob.items`), in order. Today every grader Job holds one item;
-the observation and the plan are shaped so a Job grading several can be added without changing them.
+A Job grades a tuple of item ids (`ObservedJob.items`), in order: one item, or in fast mode
+(`submit --candidates-per-pod`) several in one sequence, each with its own attempt number.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping
+import json
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from wpbench_controller.verdicts import pod_image_id
 from wpbench_k8s.kube.facts import condition, job_failed, waiting_reason
 from wpbench_k8s.kube.names import (
+    ANNOTATION_ITEM_ATTEMPTS,
     ANNOTATION_ITEM_ID,
+    ANNOTATION_ITEM_IDS,
     ANNOTATION_KUEUE_DEACTIVATED,
     LABEL_ATTEMPT,
     LABEL_ITEM,
@@ -41,6 +44,19 @@ def _int(value: object, default: int) -> int:
 
 def _attempt(labels: Mapping[str, Any]) -> int:
     return _int(labels.get(LABEL_ATTEMPT, "1"), 1)
+
+
+def _json_list(value: object) -> list[object]:
+    """A JSON list in an annotation ([] when absent or not a list: the controller writes these, nobody else)."""
+    try:
+        doc = json.loads(str(value)) if value else []
+    except ValueError:
+        return []
+    return doc if isinstance(doc, list) else []
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(str(v) for v in _json_list(value))
 
 
 @dataclass(frozen=True)
@@ -66,9 +82,12 @@ class ObservedJob:
     """A grader Job (one attempt): the items it grades and where it stands."""
 
     name: str
-    items: tuple[str, ...]  # item ids, in the order the grader takes them (one today)
+    items: tuple[str, ...]  # item ids, in the order the grader takes them
     item_label: str  # the item label its every attempt carries (what a deletecollection selects)
-    attempt: int  # 1, 2, ...
+    attempt: int  # 1, 2, ...: the unit's attempt (what names the Job)
+    unit_id: str = ""  # the item whose label the unit's attempts carry
+    item_attempts: tuple[int, ...] = ()  # each item's own attempt number (default: the unit's)
+    sequence: bool = False  # fast mode: its pod grades `items` in one sequence (`wpbench-grade --sequence`)
     run: str = ""  # the run label (the run to reconcile when the Job changes)
     complete: bool = False
     failed: bool = False  # Failed, or FailureTarget (set first, and alone when a pod never terminates)
@@ -82,9 +101,15 @@ class ObservedJob:
         return self.complete or self.failed or bool(self.kueue_deactivated)
 
     @property
-    def unit(self) -> tuple[str, ...]:
-        """What its attempts share: the items they grade (attempts of one unit replace each other)."""
-        return self.items
+    def unit(self) -> str:
+        """What its attempts share: the item label (attempts of one unit replace each other)."""
+        return self.item_label
+
+    def attempts(self) -> tuple[int, ...]:
+        """Each item's attempt number, in the order of `items`."""
+        if len(self.item_attempts) == len(self.items):
+            return self.item_attempts
+        return (self.attempt,) * len(self.items)
 
 
 def observe_pod(pod: dict[str, Any]) -> ObservedPod:
@@ -107,11 +132,16 @@ def observe_job(job: dict[str, Any], pod: ObservedPod | None = None) -> Observed
     meta = _mapping(job.get("metadata"))
     labels = _mapping(meta.get("labels"))
     annotations = _mapping(meta.get("annotations"))
+    unit_id = str(annotations.get(ANNOTATION_ITEM_ID, ""))
+    items = _strings(annotations.get(ANNOTATION_ITEM_IDS)) or (unit_id,)
     return ObservedJob(
         name=str(meta.get("name", "")),
-        items=(str(annotations.get(ANNOTATION_ITEM_ID, "")),),
+        items=items,
         item_label=str(labels.get(LABEL_ITEM, "")),
         attempt=_attempt(labels),
+        unit_id=unit_id,
+        item_attempts=tuple(_int(n, 1) for n in _json_list(annotations.get(ANNOTATION_ITEM_ATTEMPTS))),
+        sequence=ANNOTATION_ITEM_IDS in annotations,
         run=str(labels.get(LABEL_RUN, "")),
         complete=condition(job, "Complete") is not None,
         failed=job_failed(job) is not None,
@@ -159,6 +189,7 @@ class ObservedRun:
     queue: str
     workload_priority: str
     placement: Any  # parsed (and refused when invalid) by kube.placement
+    candidates_per_pod: int  # fast mode: items one grader pod grades (1 otherwise)
     # status
     phase: str  # "" before the controller wrote one
     requeued: int  # requeues done
@@ -195,6 +226,7 @@ def observe_run(run: dict[str, Any]) -> ObservedRun:
         queue=str(spec.get("queue") or ""),
         workload_priority=str(spec.get("workloadPriorityClass") or ""),
         placement=spec.get("placement"),
+        candidates_per_pod=max(1, _int(spec.get("candidatesPerPod"), 1)),
         phase=str(status.get("phase") or ""),
         requeued=_int(status.get("requeued"), 0),
         accepted_digest=str(status.get("manifestDigest") or ""),
@@ -218,8 +250,9 @@ class Observation:
     jobs: tuple[ObservedJob, ...]
     stored: Container[str]  # items with a stored record
     known: Container[str]  # the run's item ids
-    # job name -> the facts of its finished attempt; None (or absent): its log did not answer this time
-    facts: Mapping[str, GraderFacts | None] = field(default_factory=dict)
+    # job name -> the facts of its finished attempt, per item in order (`kube.facts.sequence_facts`; one for a Job
+    # grading one item); None (or absent): its log did not answer this time
+    facts: Mapping[str, Sequence[GraderFacts] | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,12 @@ from functools import partial
 from typing import Any
 
 import wpbench_controller.core as core
-from wpbench_controller.collector import LogReads, finished_attempt_facts, record_without_pod
+from wpbench_controller.collector import (
+    LogReads,
+    finished_attempt_facts,
+    finished_sequence_facts,
+    record_without_pod,
+)
 from wpbench_controller.conditions import Recorder
 from wpbench_controller.core import Collection, Ending, Finish, Pending
 from wpbench_controller.events import IGNORED, REFUSED, Events
@@ -85,9 +90,11 @@ from wpbench_k8s.kube.objects import (
     DEFAULT_START_SECONDS,
     RunSettings,
     TaskSource,
-    item_job,
     network_policy,
     owner_reference,
+    pod_batch,
+    unit_job,
+    units,
 )
 from wpbench_k8s.kube.payload import (
     SUITE_KEY,
@@ -300,6 +307,9 @@ class Reconciler:
             return f"invalid payload: {exc}"
         except SuiteError as exc:
             return f"invalid suite: {exc}"
+        if run.candidates_per_pod > 1 and payload.manifest.grader.execution_isolation != "fork_per_test":
+            return (f"invalid run: spec.candidatesPerPod {run.candidates_per_pod} needs fast mode; the manifest's "
+                    f"execution_isolation is {payload.manifest.grader.execution_isolation}")  # fmt: skip
         announce = self._announcer(namespace, name)
         listed = partial(listed_shards, run.source)
         stamp = {"suite_digest": suite.digest, "suite_verified": suite.verified}
@@ -370,6 +380,7 @@ class Reconciler:
             queue=run.queue or options.default_queue,
             workload_priority=run.workload_priority,
             placement=parse_placement(run.placement, "spec.placement").over(options.placement),
+            candidates_per_pod=run.candidates_per_pod,
         )
 
     # ---- one pass -------------------------------------------------------------------------
@@ -431,15 +442,17 @@ class Reconciler:
                 cache.results.append(reused)
                 cache.verdicts.flush()
         if aborted is None:
+            # The bounds count grader pods; `schedule` counts items, `batch` to a pod in fast mode.
+            batch = pod_batch(manifest, settings)
             starts = core.schedule(
                 self._pending(namespace, name, cache, collected.active),
                 active=len(collected.active),
-                starting=collected.starting,
-                max_in_flight=settings.max_in_flight,
-                creates_per_pass=self.options.creates_per_pass,
-                max_starting=self.options.max_starting,
+                starting=collected.starting * batch,
+                max_in_flight=settings.max_in_flight * batch,
+                creates_per_pass=self.options.creates_per_pass * batch,
+                max_starting=self.options.max_starting * batch,
             )
-            bodies = [self._job(cache, settings, owner, p) for p in starts.jobs]
+            bodies = self._jobs(cache, settings, owner, starts.jobs)
             created, failed = self._create_jobs(namespace, bodies)
             if starts.records:
                 cache.results.append(starts.records)
@@ -485,22 +498,31 @@ class Reconciler:
         if deleted:
             stores[0].forget(deleted)
 
-    def _facts(self, namespace: str, cache: RunCache, jobs: tuple[ObservedJob, ...]) -> dict[str, GraderFacts | None]:
-        """The facts of finished attempts (None: the log did not answer this time). Logs of every attempt whose
-        status alone does not decide are read at once."""
-        to_read = [
-            job.pod.name
-            for job in jobs
-            if job.pod is not None and status_facts(job.source, job.pod.source, test_id=None) is None
-        ]
+    def _facts(
+        self, namespace: str, cache: RunCache, jobs: tuple[ObservedJob, ...]
+    ) -> dict[str, list[GraderFacts] | None]:
+        """The facts of finished attempts, per item (None: the log did not answer this time). Logs of every
+        attempt whose status alone does not decide (of a sequence: whose pod ran) are read at once."""
+        to_read = []
+        for job in jobs:
+            if job.pod is None:
+                continue
+            said = status_facts(job.source, job.pod.source, test_id=None)
+            if said is None or (job.sequence and said.started):
+                to_read.append((job.pod.name, len(job.items)))
         if len(to_read) > 1:
             cache.log_reads.prefetch(self.kube, namespace, to_read, self.log_pool)
-        facts: dict[str, GraderFacts | None] = {}
+        facts: dict[str, list[GraderFacts] | None] = {}
         for job in jobs:
-            item, _ = self._pod_item(cache, job.items[0])  # the grader's first item names the test it expects
+            # the test each task is expected to be (a verdict naming another is no verdict for it)
+            test_ids = [self._pod_item(cache, item_id)[0].test_id for item_id in job.items]
             pod = job.pod.source if job.pod is not None else None
-            facts[job.name] = finished_attempt_facts(self.kube, namespace, job.source, pod, item.test_id,
-                                                     cache.log_reads)  # fmt: skip
+            if job.sequence:
+                facts[job.name] = finished_sequence_facts(self.kube, namespace, job.source, pod, test_ids,
+                                                          cache.log_reads)  # fmt: skip
+                continue
+            one = finished_attempt_facts(self.kube, namespace, job.source, pod, test_ids[0], cache.log_reads)
+            facts[job.name] = None if one is None else [one]
         return facts
 
     def _start_retries(
@@ -512,20 +534,21 @@ class Reconciler:
         replaced: list[str] = []
         requeue = collected.requeue
         for retry in collected.retries:
-            (item_id,) = retry.items  # a grader Job grades one item
-            item, _ = self._pod_item(cache, item_id)
-            log.info("%s attempt %d: %s; starting attempt %d", item_id, retry.attempt - 1, retry.reason, retry.attempt)
-            body = item_job(cache.payload.manifest, item, settings, self._task_source(cache, settings, item), owner,
-                            attempt=retry.attempt, previous_reason=retry.reason)  # fmt: skip
+            pairs = zip(retry.items, retry.item_attempts, strict=True)
+            graded = [self._unit_entry(cache, settings, item_id, n) for item_id, n in pairs]
+            what = retry.unit if len(retry.items) == 1 else f"{retry.unit} ({len(retry.items)} items)"
+            log.info("%s attempt %d: %s; starting attempt %d", what, retry.attempt - 1, retry.reason, retry.attempt)
+            body = unit_job(cache.payload.manifest, retry.unit, graded, settings, owner, attempt=retry.attempt,
+                            previous_reason=retry.reason)  # fmt: skip
             job = to_dict(body)
             try:
                 self.kube.ensure(JOBS, namespace, job)
             except KubeError as exc:  # quota, admission: keep this attempt and try again later
-                log.warning("%s: cannot start attempt %d: %s", item_id, retry.attempt, exc)
+                log.warning("%s: cannot start attempt %d: %s", what, retry.attempt, exc)
                 requeue = core.earliest(requeue, core.CREATE_RETRY_SECONDS)
                 continue
             self._wrote(namespace, created=job)
-            retried.append((item_id, retry.reason))
+            retried.append((what, retry.reason))
             replaced.extend(retry.replaced)  # the new attempt stays
         return retried, replaced, requeue
 
@@ -626,10 +649,22 @@ class Reconciler:
                                                                       generated))  # fmt: skip
         return Pending(item_id, "grader", item=item)
 
-    def _job(self, cache: RunCache, settings: RunSettings, owner: Any, pending: Pending) -> dict[str, Any]:
-        item = pending.item if pending.item is not None else cache.payload.item(pending.item_id)
-        source = self._task_source(cache, settings, item)
-        return to_dict(item_job(cache.payload.manifest, item, settings, source, owner))
+    def _unit_entry(
+        self, cache: RunCache, settings: RunSettings, item_id: str, attempt: int, item: ManifestItem | None = None
+    ) -> tuple[ManifestItem, TaskSource, int]:
+        """What a unit Job needs of one item: the item (with its candidate), where its task is, its attempt."""
+        if item is None:
+            item, _ = self._pod_item(cache, item_id)
+        return item, self._task_source(cache, settings, item), attempt
+
+    def _jobs(self, cache: RunCache, settings: RunSettings, owner: Any, pending: tuple[Pending, ...]) -> list[
+        dict[str, Any]
+    ]:  # fmt: skip
+        """The Jobs for the items step 4 chose, in order: one each, or in fast mode `candidates_per_pod` to a pod."""
+        graded = [self._unit_entry(cache, settings, p.item_id, 1, p.item) for p in pending]
+        manifest = cache.payload.manifest
+        return [to_dict(unit_job(manifest, unit[0][0].item_id, unit, settings, owner))
+                for unit in units(graded, pod_batch(manifest, settings))]  # fmt: skip
 
     def _create_jobs(self, namespace: str, bodies: list[dict[str, Any]]) -> tuple[int, int]:
         """Create Jobs concurrently (each request waits on the API server, not on this process); the

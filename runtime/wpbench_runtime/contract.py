@@ -20,6 +20,8 @@ Any other exit code, or a harness_error verdict with another exit code, is the c
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -54,6 +56,30 @@ PLUGIN_MAX_FILES = 20
 PLUGIN_MAX_FILE_BYTES = 256 * 1024
 PLUGIN_MAX_TOTAL_BYTES = 1024 * 1024
 OUTPUT_CAP_BYTES = 1024 * 1024
+
+
+# Fast mode (`wpbench-grade --sequence`, runtime/php/verifier/supervisor/sequence.php): after each task's verdict
+# line the supervisor writes `wpbench-end <exit code> ready|closed` (closed: it grades no further task).
+SEQUENCE_END = re.compile(rb"(?:^|\n)wpbench-end (-?[0-9]+) (ready|closed)\n")
+
+
+@dataclass(frozen=True)
+class SequenceAnswer:
+    """One task's answer in a sequence's output: what came before its end line, and what that line said."""
+
+    output: bytes
+    exit_code: int
+    ready: bool  # False: the sequence closed after this task
+
+
+def split_sequence_output(output: bytes) -> tuple[list[SequenceAnswer], bytes]:
+    """A sequence's output (a pod log: stdout and the supervisor's stderr lines) as the answers it holds, in task
+    order, and what follows the last end line (the output of a task that did not end, or nothing)."""
+    answers = []
+    while (end := SEQUENCE_END.search(output)) is not None:
+        answers.append(SequenceAnswer(output[: end.start()], int(end.group(1)), end.group(2) == b"ready"))
+        output = output[end.end() :]
+    return answers, output
 
 
 class _Strict(BaseModel):

@@ -4,16 +4,20 @@ the run's metadata say it, a manifest of the default mode is what it was before,
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from wpbench_k8s.cache import verdict_key
 from wpbench_k8s.cli import run
+from wpbench_k8s.commands import submit
 from wpbench_k8s.commands.run_flags import RunFlags, plan_from_flags
 from wpbench_k8s.config import load_config
 from wpbench_k8s.errors import ExecutorError
 from wpbench_k8s.executor.kubernetes import KubernetesExecutor
+from wpbench_k8s.kube.crd import MAX_CANDIDATES_PER_POD
 from wpbench_k8s.manifest import GraderSpec, RunManifest
 from wpbench_k8s.pipeline import plan_run
 from wpbench_k8s.summary import CacheFacts, RunFacts, build_summary
@@ -76,10 +80,22 @@ def test_an_unknown_isolation_is_refused_by_name(tmp_path: Path) -> None:
     assert code == 2 and "execution_isolation" in err.getvalue()
 
 
-def test_a_cluster_refuses_fast_mode() -> None:
+def test_submit_puts_several_candidates_in_a_pod_only_in_fast_mode() -> None:
     err = io.StringIO()
+    code = run(["submit", "--check-reference-solution", "--dataset-path", str(MINI), "--candidates-per-pod", "4",
+                "--dry-run"], io.StringIO(), err)  # fmt: skip
+    assert code == 2 and "--candidates-per-pod 4" in err.getvalue() and "fork_per_test" in err.getvalue()
+    out = io.StringIO()
     code = run(["submit", "--check-reference-solution", "--dataset-path", str(MINI), "--execution-isolation",
-                "fork_per_test", "--dry-run"], io.StringIO(), err)  # fmt: skip
-    assert code == 2 and "fork_per_test" in err.getvalue() and "local Docker" in err.getvalue()
+                "fork_per_test", "--candidates-per-pod", "4", "--dry-run"], out, io.StringIO())  # fmt: skip
+    assert code == 0
+    (doc,) = yaml.safe_load_all(out.getvalue())
+    jobs = [o for o in doc["objects"] if o["kind"] == "Job"]
+    run_spec = next(o for o in doc["objects"] if o["kind"] == "WPBenchRun")["spec"]
+    items = [json.loads(j["metadata"]["annotations"]["wpbench-k8s.org/item-ids"]) for j in jobs]
+    assert run_spec["candidatesPerPod"] == 4 and items == [["mini-hooks-001", "mini-shortcodes-001"]]
+    assert all(j["spec"]["template"]["spec"]["containers"][0]["args"][0] == "--sequence" for j in jobs)
+    assert MAX_CANDIDATES_PER_POD == submit.MAX_CANDIDATES_PER_POD  # the CLI's bound is the CRD's
+    # `run --executor kubernetes` grades one test per pod: fast mode stays Docker's there
     with pytest.raises(ExecutorError, match="Docker executor only"):
         KubernetesExecutor(GraderSpec(execution_isolation="fork_per_test"), "run").preflight()

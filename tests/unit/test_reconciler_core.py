@@ -96,7 +96,9 @@ def observe(jobs: list[dict[str, Any]], pods: list[dict[str, Any]] = (), *, stor
             facts[finished.name] = None
             continue
         log = (logs or {}).get(p.name, LOG) if p is not None else None
-        facts[finished.name] = attempt_facts(finished.source, p.source if p else None, test_id="t", log=log, events=[])
+        facts[finished.name] = [
+            attempt_facts(finished.source, p.source if p else None, test_id="t", log=log, events=[])
+        ]
     return Observation(observed, stored=observation.stored, known=observation.known, facts=facts)
 
 

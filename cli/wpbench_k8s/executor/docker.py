@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-import re
 import secrets
 import socket
 import struct
@@ -41,7 +40,7 @@ from wpbench_k8s.errors import ExecutorError
 from wpbench_k8s.executor.base import Executor, register_executor
 from wpbench_k8s.manifest import GraderSpec
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
-from wpbench_runtime.contract import GradeTask
+from wpbench_runtime.contract import SEQUENCE_END, GradeTask
 
 RUN_LABEL = "org.wpbench-k8s.run"
 GRADER_USER = "65532:65532"
@@ -185,10 +184,6 @@ class _Spare:
     started_at: float  # time.time() just before the start, for the engine's kill events
 
 
-# The end line the supervisor writes after each verdict in fast mode (runtime supervisor/sequence.php).
-_END = re.compile(rb"(?:^|\n)wpbench-end (-?[0-9]+) (ready|closed)\n")
-
-
 class _Sequence:
     """A fast-mode container between tests: its supervisor waits for the next task line."""
 
@@ -208,7 +203,7 @@ def read_response(sock: socket.socket, deadline: float, pending: bytearray) -> t
     out = _Output()
     buffer = pending
     while True:
-        end = _END.search(buffer)
+        end = SEQUENCE_END.search(buffer)
         if end is not None:
             said = int(end.group(1)), end.group(2) == b"ready"  # read before the buffer changes under the match
             out.add(1, bytes(buffer[: end.start()]))

@@ -18,6 +18,7 @@ from wpbench_k8s.kube.names import GROUP as GROUP
 from wpbench_k8s.kube.placement import NAME_PATTERN
 
 VERSION = "v1alpha1"
+MAX_CANDIDATES_PER_POD = 100  # items one fast-mode grader pod grades (`submit --candidates-per-pod`)
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "WPBenchRun"
 PLURAL = "wpbenchruns"
@@ -77,6 +78,12 @@ SPEC_SCHEMA: dict[str, Any] = {
         },
         "maxInFlight": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "Grader Jobs at once."},
         "infraRetries": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Infra retries per item."},
+        "candidatesPerPod": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_CANDIDATES_PER_POD,
+            "description": "Fast mode (fork_per_test) only: items one grader pod grades in a sequence.",
+        },
         "graderImage": {**_STR, "description": "Informational: the manifest's grader image."},
         "suiteDigest": {
             **_STR,

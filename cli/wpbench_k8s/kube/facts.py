@@ -22,6 +22,7 @@ from typing import Any
 from wpbench_k8s.kube.client import EVENTS, Kube, KubeError
 from wpbench_k8s.kube.names import ANNOTATION_KUEUE_DEACTIVATED, GRADER_CONTAINER
 from wpbench_k8s.outcome import MAX_GRADER_OUTPUT_BYTES, GraderFacts
+from wpbench_runtime.contract import split_sequence_output
 
 LOG_READ_TRIES = 5  # reads of a finished pod's log before the attempt counts as infrastructure
 _STOPPED_POD_REASONS = {"Evicted", "NodeLost", "Preempting", "Terminated", "Shutdown", "NodeShutdown"}
@@ -203,18 +204,84 @@ def attempt_facts(
     )
 
 
+def log_limit(tasks: int) -> int:
+    """The bytes of a grader's log that are read: each task's output cap, and one byte that says it was passed."""
+    return MAX_GRADER_OUTPUT_BYTES * max(1, tasks) + 1
+
+
+def sequence_facts(
+    job: dict[str, Any],
+    pod: dict[str, Any] | None,
+    *,
+    test_ids: list[str],
+    log: bytes | None = None,
+    log_error: str = "",
+    events: list[dict[str, Any]] | None = None,
+) -> list[GraderFacts]:
+    """What one finished attempt of a pod grading several tasks in a sequence (`wpbench-grade --sequence`) saw,
+    per task, in order: the facts of every task that answered (its verdict and end line are in the log), then of
+    the one the pod was grading when it ended, if any. The tasks after it did not run in this attempt.
+
+    A task that answered is judged by its own exit code and output alone, whatever ended the pod later. The task in
+    progress gets what the pod's end says (`status_facts`: stopped, OOM, deadline) or, when the grader exited on
+    its own, the exit code and what followed the last end line, exactly as a pod grading only it would. When the
+    pod never ran a task, or its log is gone, nothing is known of any: the facts say so for the first task, and
+    the caller charges every task of the attempt (`never_started`).
+
+    Args:
+        log: the grader's log, read with `limitBytes = log_limit(len(test_ids))`; None when unreadable.
+    """
+    first = test_ids[0] if test_ids else None
+    decided = status_facts(job, pod, test_id=first, events=events)
+    if pod is None or log is None or (decided is not None and not decided.started):
+        return [attempt_facts(job, pod, test_id=first, log=log, log_error=log_error, events=events)]
+    limit = log_limit(len(test_ids)) - 1
+    answers, rest = split_sequence_output(log[:limit])
+    pod_name = pod["metadata"]["name"]
+    facts = [
+        GraderFacts(
+            test_id=test_id,
+            exit_code=answer.exit_code,
+            stdout=answer.output[:MAX_GRADER_OUTPUT_BYTES].decode("utf-8", "replace"),
+            stdout_truncated=len(answer.output) > MAX_GRADER_OUTPUT_BYTES,
+            detail=f"pod {pod_name}, task {n + 1} of a sequence",
+        )
+        for n, (test_id, answer) in enumerate(zip(test_ids, answers, strict=False))
+    ]
+    closed = bool(answers) and not answers[-1].ready
+    if len(facts) >= len(test_ids) or closed:
+        return facts  # every task answered, or the supervisor graded no more (the rest did not run)
+    in_progress = test_ids[len(facts)]
+    if decided is not None:
+        return [*facts, decided.model_copy(update={"test_id": in_progress})]
+    term = grader_terminated(pod)
+    said = GraderFacts(
+        test_id=in_progress,
+        exit_code=term.get("exitCode"),
+        stdout=rest[:MAX_GRADER_OUTPUT_BYTES].decode("utf-8", "replace"),
+        stdout_truncated=len(rest) > MAX_GRADER_OUTPUT_BYTES or len(log) > limit,
+        duration_ms=_millis(term),
+        detail=f"pod {pod_name}, task {len(facts) + 1} of a sequence",
+    )
+    return [*facts, said]
+
+
+def never_started(facts: list[GraderFacts]) -> bool:
+    """The attempt ran no task at all (its one fact says the grader never started)."""
+    return len(facts) == 1 and not facts[0].started
+
+
 def newest(pods: list[dict[str, Any]]) -> dict[str, Any] | None:
     return max(pods, key=lambda p: p["metadata"].get("creationTimestamp") or "", default=None)
 
 
-def read_log(kube: Kube, namespace: str, pod: str, *, tries: int = LOG_READ_TRIES, pause: float = 1.0) -> tuple[
-    bytes | None, str
-]:  # fmt: skip
-    """At most MAX_GRADER_OUTPUT_BYTES + 1 bytes of a grader's log, with a bounded number of reads."""
+def read_log(kube: Kube, namespace: str, pod: str, *, tries: int = LOG_READ_TRIES, pause: float = 1.0,
+             tasks: int = 1) -> tuple[bytes | None, str]:  # fmt: skip
+    """At most `log_limit(tasks)` bytes of a grader's log, with a bounded number of reads."""
     error = ""
     for attempt in range(tries):
         try:
-            return kube.log(namespace, pod, GRADER_CONTAINER, limit_bytes=MAX_GRADER_OUTPUT_BYTES + 1), ""
+            return kube.log(namespace, pod, GRADER_CONTAINER, limit_bytes=log_limit(tasks)), ""
         except KubeError as exc:
             error = str(exc)
             if attempt + 1 < tries:

@@ -16,8 +16,12 @@ LABEL_RUN = f"{GROUP}/run"
 LABEL_TEST = f"{GROUP}/test"
 LABEL_MODEL = f"{GROUP}/model"
 LABEL_ITEM = f"{GROUP}/item"  # a hash of the item id: unique, short, always a valid label value
-LABEL_ATTEMPT = f"{GROUP}/attempt"  # 1, 2, ...: each grader attempt is its own Job
-ANNOTATION_ITEM_ID = f"{GROUP}/item-id"
+LABEL_ATTEMPT = f"{GROUP}/attempt"  # 1, 2, ...: each grader attempt is its own Job (of a sequence: its unit's)
+ANNOTATION_ITEM_ID = f"{GROUP}/item-id"  # the item whose label the Job's every attempt carries (its unit's first)
+# A Job grading several items in one fast-mode sequence (`submit --candidates-per-pod`): their ids, in the order
+# the grader takes them, and each item's attempt number (JSON lists). Absent: the Job grades ANNOTATION_ITEM_ID.
+ANNOTATION_ITEM_IDS = f"{GROUP}/item-ids"
+ANNOTATION_ITEM_ATTEMPTS = f"{GROUP}/item-attempts"
 ANNOTATION_TEST_ID = f"{GROUP}/test-id"
 ANNOTATION_MODEL = f"{GROUP}/model"
 ANNOTATION_ATTEMPT_REASON = f"{GROUP}/previous-attempt"  # why the attempt before this one was retried

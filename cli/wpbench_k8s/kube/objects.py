@@ -7,8 +7,10 @@ executor) creates the NetworkPolicy, one Job per grader attempt and the result C
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +20,9 @@ from wpbench_k8s.kube import crd
 from wpbench_k8s.kube.client import to_dict
 from wpbench_k8s.kube.names import (
     ANNOTATION_ATTEMPT_REASON,
+    ANNOTATION_ITEM_ATTEMPTS,
     ANNOTATION_ITEM_ID,
+    ANNOTATION_ITEM_IDS,
     ANNOTATION_MODEL,
     ANNOTATION_SUBMITTED_BY,
     ANNOTATION_TEST_ID,
@@ -54,6 +58,9 @@ DEFAULT_START_SECONDS = 600
 EGRESS_PROBE = "[$(KUBERNETES_SERVICE_HOST)]:$(KUBERNETES_SERVICE_PORT)"
 DEFAULT_EGRESS_WAIT_SECONDS = 30
 DEFAULT_TTL_SECONDS = 24 * 3600  # a backstop: the collector deletes each Job once its verdict is stored
+# A pod grading a sequence: the supervisor's reset and fresh site between two tasks (well under a second measured),
+# with room, added to the pod's deadline per task.
+SEQUENCE_RESET_SECONDS = 5
 # dry run: objects that only the API server can complete (a placeholder uid) are not to be applied
 DRY_RUN_KIND = "WPBenchDryRun"
 
@@ -72,6 +79,8 @@ class RunSettings:
     queue: str = ""  # a Kueue LocalQueue: Jobs are created suspended and Kueue admits them
     workload_priority: str = ""  # a Kueue WorkloadPriorityClass (orders admission, decides preemption)
     placement: Placement = field(default_factory=Placement)  # the run's own; the controller adds the release's
+    # fast mode only (execution_isolation fork_per_test): one grader pod grades this many items in a sequence
+    candidates_per_pod: int = 1
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,7 @@ def build_grader_job(
     namespace: str,
     spec: GraderSpec,
     task_timeout: float,
-    task_source: TaskSource,
+    task_source: TaskSource | Sequence[TaskSource],
     labels: dict[str, str],
     annotations: dict[str, str] | None = None,
     owner: k8s.V1OwnerReference | None = None,
@@ -149,18 +158,40 @@ def build_grader_job(
     lock-down (security contexts, volumes, service account token and links are set here, not there).
     The grader reads its task only once the pod's network is seen closed (`EGRESS_PROBE`, at most
     `egress_wait_seconds`; the environment is set here, so no placement can drop the gate).
+    A sequence of task sources (fast mode) makes one pod grade them in order (`wpbench-grade --sequence`, each in
+    a fresh runner on a fresh site); `task_timeout` is then their budgets' sum, and the pod's deadline adds
+    SEQUENCE_RESET_SECONDS per task.
 
     Returns:
         A `V1Job`; serialise with `to_dict`.
     """
     lim = spec.limits
     resources = {"cpu": _quantity_cpu(lim.cpus), "memory": f"{lim.memory_mb}Mi"}
+    if isinstance(task_source, TaskSource):
+        args = [TASK_FILE]
+        one = k8s.V1KeyToPath(key=task_source.key, path="task.json")
+        mapped = k8s.V1ConfigMapVolumeSource(name=task_source.config_map, items=[one], default_mode=0o444)
+        volume = k8s.V1Volume(name="task", config_map=mapped)
+    else:
+        sources = list(task_source)
+        paths = [f"{n}.json" for n in range(len(sources))]
+        by_map: dict[str, list[k8s.V1KeyToPath]] = {}
+        for source, path in zip(sources, paths, strict=True):
+            by_map.setdefault(source.config_map, []).append(k8s.V1KeyToPath(key=source.key, path=path))
+        args = ["--sequence", *(f"{TASK_DIR}/{path}" for path in paths)]
+        projected = k8s.V1ProjectedVolumeSource(
+            sources=[k8s.V1VolumeProjection(config_map=k8s.V1ConfigMapProjection(name=m, items=items))
+                     for m, items in by_map.items()],
+            default_mode=0o444,
+        )  # fmt: skip
+        volume = k8s.V1Volume(name="task", projected=projected)
+        task_timeout += SEQUENCE_RESET_SECONDS * len(sources)
     seccomp = k8s.V1SeccompProfile(type="RuntimeDefault")
     container = k8s.V1Container(
         name=GRADER_CONTAINER,
         image=pinned_image(spec),
         image_pull_policy=image_pull_policy,
-        args=[TASK_FILE],
+        args=args,
         env=[
             k8s.V1EnvVar(name="WPBENCH_EGRESS_PROBE", value=EGRESS_PROBE),
             k8s.V1EnvVar(name="WPBENCH_EGRESS_WAIT_SECONDS", value=str(egress_wait_seconds)),
@@ -220,14 +251,7 @@ def build_grader_job(
                 name="tmp", empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory", size_limit=f"{lim.tmp_tmpfs_mb}Mi")
             ),
             k8s.V1Volume(name="no-shm", empty_dir=k8s.V1EmptyDirVolumeSource(medium="Memory", size_limit="1Mi")),
-            k8s.V1Volume(
-                name="task",
-                config_map=k8s.V1ConfigMapVolumeSource(
-                    name=task_source.config_map,
-                    items=[k8s.V1KeyToPath(key=task_source.key, path="task.json")],
-                    default_mode=0o444,
-                ),
-            ),
+            volume,
         ],
     )
     job_labels = dict(labels)
@@ -284,6 +308,8 @@ def run_object(
         "graderImage": manifest.grader.image,
         "cache": settings.cache,
     }
+    if settings.candidates_per_pod > 1:
+        spec["candidatesPerPod"] = settings.candidates_per_pod
     if settings.queue:
         spec["queue"] = settings.queue
     if settings.workload_priority:
@@ -372,19 +398,47 @@ def item_job(
     previous_reason: str = "",
 ) -> k8s.V1Job:
     """The grader Job for one attempt at one item, with the run's labels and owner."""
-    assert item.task is not None, f"{item.item_id}: knowledge items need no grader"
-    annotations = {ANNOTATION_ITEM_ID: item.item_id, ANNOTATION_TEST_ID: item.test_id, ANNOTATION_MODEL: item.model}
+    return unit_job(manifest, item.item_id, [(item, task_source, attempt)], settings, owner, attempt=attempt,
+                    previous_reason=previous_reason)  # fmt: skip
+
+
+def unit_job(
+    manifest: RunManifest,
+    unit: str,
+    items: Sequence[tuple[ManifestItem, TaskSource, int]],
+    settings: RunSettings,
+    owner: k8s.V1OwnerReference | None,
+    *,
+    attempt: int = 1,
+    previous_reason: str = "",
+) -> k8s.V1Job:
+    """The grader Job for one attempt at a unit: the items one pod grades, with the run's labels and owner.
+
+    `unit` is the item whose label every attempt of the unit carries (its first item when it was made); `items`
+    the (item, task source, the item's attempt number) it grades now, in order; `attempt` the unit's attempt.
+    In fast mode (the manifest's fork_per_test) the pod grades them in one sequence, and the Job says which
+    items it holds and each one's attempt (ANNOTATION_ITEM_IDS, ANNOTATION_ITEM_ATTEMPTS); otherwise a unit is
+    exactly one item, graded alone.
+    """
+    first = items[0][0]
+    sequence = manifest.grader.execution_isolation == "fork_per_test"
+    assert sequence or len(items) == 1, "only fast mode grades several items in one pod"
+    for item, _, _ in items:
+        assert item.task is not None, f"{item.item_id}: knowledge items need no grader"
+    annotations = {ANNOTATION_ITEM_ID: unit, ANNOTATION_TEST_ID: first.test_id, ANNOTATION_MODEL: first.model}
+    if sequence:
+        annotations[ANNOTATION_ITEM_IDS] = json.dumps([item.item_id for item, _, _ in items])
+        annotations[ANNOTATION_ITEM_ATTEMPTS] = json.dumps([n for _, _, n in items])
     if previous_reason:
         annotations[ANNOTATION_ATTEMPT_REASON] = previous_reason[:1000]
+    sources = [source for _, source, _ in items]
     return build_grader_job(
-        name=job_name(settings.name, item.item_id, attempt),
+        name=job_name(settings.name, unit, attempt),
         namespace=settings.namespace,
         spec=manifest.grader,
-        task_timeout=item.task.budget_seconds,
-        task_source=task_source,
-        labels=grader_labels(
-            settings.name, test_id=item.test_id, model=item.model, item_id=item.item_id, attempt=attempt
-        ),
+        task_timeout=sum(item.task.budget_seconds for item, _, _ in items if item.task is not None),
+        task_source=sources if sequence else sources[0],
+        labels=grader_labels(settings.name, test_id=first.test_id, model=first.model, item_id=unit, attempt=attempt),
         annotations=annotations,
         owner=owner,
         start_seconds=settings.start_seconds,
@@ -430,6 +484,7 @@ def dry_run_objects(manifest: RunManifest, settings: RunSettings) -> list[dict[s
         to_dict(network_policy(settings, owner)),
     ]
     index = {key: n for n, m in enumerate(maps) for key in (m.data or {})}
+    graded: list[tuple[ManifestItem, TaskSource, int]] = []
     for item in manifest.items:
         key = task_data_key(item_key(item.item_id))
         if item.needs_grader:
@@ -438,8 +493,20 @@ def dry_run_objects(manifest: RunManifest, settings: RunSettings) -> list[dict[s
             source = TaskSource(generated_name(settings.name, 0), key)
         else:
             continue  # knowledge items and unextractable completions are scored without a pod
-        objects.append(to_dict(item_job(manifest, item, settings, source, owner)))
+        graded.append((item, source, 1))
+    for unit in units(graded, pod_batch(manifest, settings)):
+        objects.append(to_dict(unit_job(manifest, unit[0][0].item_id, unit, settings, owner)))
     return objects
+
+
+def pod_batch(manifest: RunManifest, settings: RunSettings) -> int:
+    """How many items one grader pod grades: `candidates_per_pod` in fast mode, else one."""
+    return settings.candidates_per_pod if manifest.grader.execution_isolation == "fork_per_test" else 1
+
+
+def units(items: Sequence[Any], size: int) -> list[list[Any]]:
+    """`items` in consecutive groups of `size` (the last may be smaller), in order."""
+    return [list(items[n : n + size]) for n in range(0, len(items), max(1, size))]
 
 
 def dry_run_document(manifest: RunManifest, settings: RunSettings) -> dict[str, Any]:

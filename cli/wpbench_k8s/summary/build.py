@@ -98,7 +98,10 @@ def _metadata(manifest: RunManifest, records: list[Record], facts: RunFacts) -> 
         profile=manifest.profile,
         profile_reproduces=get_profile(manifest.profile).reproduces or f"wpbench-k8s {__version__}",
         executor=facts.executor,
-        runtime_isolation_boundary=grader.isolation_boundary if facts.executor == "docker" else "pod_per_test",
+        # a cluster gives each test a pod of its own, or in fast mode a fresh process in a pod grading a sequence
+        runtime_isolation_boundary="pod_per_test"
+        if facts.executor != "docker" and grader.execution_isolation == "reset_per_test"
+        else grader.isolation_boundary,
         execution_isolation=grader.execution_isolation,
         publishable=grader.execution_isolation == "reset_per_test",
         execution_concurrency=manifest.execution_concurrency,

@@ -15,8 +15,9 @@
  *  - no System V IPC object may exist (the runner loads no extension that makes one; checked anyway).
  *
  * When a check fails the supervisor says why and ends the sequence (`closed`): the executor never sends
- * another task to that container. The protocol on stdout: one task a line in, and for each a verdict line
- * and then `END_LINE <exit code> ready|closed`; only the supervisor writes stdout.
+ * another task to that container. The protocol on stdout: one task a line in (or one task a file named on the
+ * command line, as a Kubernetes pod grading several candidates is given them), and for each a verdict line and
+ * then `END_LINE <exit code> ready|closed`; only the supervisor writes stdout.
  */
 
 declare(strict_types=1);
@@ -30,21 +31,36 @@ const MAX_TASK_LINE = 64 * 1048576;
 // has in a fresh container (the runner owns them, so it could change it).
 const WRITABLE_ROOTS = array( RUN_DIR => 0700, '/tmp' => 01777, '/dev/shm' => 01777 );
 
-/** Grades tasks, one a line on stdin, until stdin ends; returns the exit code of the container. */
-function sequence( array $info, string $mode ): int {
-	$laid_out = false; // the first task lays out its own site, so a broken environment is its harness_error
-	$graded   = 0;
+/**
+ * Grades tasks, one a line on stdin until stdin ends, or (`$files`, a Kubernetes pod, which has no stdin) one a
+ * file in the order given; returns the exit code of the container.
+ */
+function sequence( array $info, string $mode, array $files = array() ): int {
+	$from_files = array() !== $files;
+	$laid_out   = false; // the first task lays out its own site, so a broken environment is its harness_error
+	$graded     = 0;
 	try {
 		while ( true ) {
-			$line = \stream_get_line( \STDIN, MAX_TASK_LINE, "\n" );
-			if ( false === $line ) {
+			$read = null;
+			if ( $from_files ) {
+				$file = \array_shift( $files );
+				if ( null !== $file ) {
+					$read = static fn(): string => read_input( array( '', (string) $file ) ); // unreadable: its harness_error
+				}
+			} else {
+				$line = \stream_get_line( \STDIN, MAX_TASK_LINE, "\n" );
+				if ( false !== $line ) {
+					$read = static fn(): string => $line;
+				}
+			}
+			if ( null === $read ) {
 				stop_idle_runner();
 				progress( "sequence ended after $graded tasks" );
 				return 0;
 			}
 			$GLOBALS['wpbench_cpu_at_start']          = cpu_ms( 0 );
 			$GLOBALS['wpbench_children_cpu_at_start'] = cpu_ms( 1 );
-			[ $verdict, $exit_code ] = grade( static fn(): string => $line, $info, $mode, $laid_out );
+			[ $verdict, $exit_code ] = grade( $read, $info, $mode, $laid_out );
 			$exit_code = conclude( $verdict, $exit_code );
 			++$graded;
 			try {
