@@ -360,3 +360,31 @@ def test_the_reset_ends_the_sequence_when_something_is_left(grader: Grader, left
     lines = out.splitlines()
     assert len(lines) == 2 and lines[1] == "wpbench-end 0 closed", out + err
     assert "sequence closed after 1 tasks" in err, err
+
+
+def test_a_sequence_read_from_files_answers_each_in_order(grader: Grader, tmp_path: Any) -> None:
+    """A Kubernetes pod has no stdin: `wpbench-grade --sequence FILE...` (what a fast-mode grader pod runs) grades
+    the files in the order given, each answered by its verdict and an end line; an unreadable one is that task's
+    harness_error and the sequence goes on."""
+    tasks = [
+        task("add_filter( 'x', '__return_true' );", {"type": "hook_registered", "hook": "x"}, test_id="first"),
+        task("return;", {"type": "hook_registered", "hook": "x"}, test_id="second"),
+    ]
+    tmp_path.chmod(0o755)
+    for n, doc in enumerate(tasks):
+        (tmp_path / f"{n}.json").write_text(json.dumps(doc))
+        (tmp_path / f"{n}.json").chmod(0o644)
+    files = ["/tasks/0.json", "/tasks/missing.json", "/tasks/1.json"]
+    proc = subprocess.run([*grader.argv("-v", f"{tmp_path}:/tasks:ro"), "--sequence", *files],
+                          capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    verdicts = [json.loads(line) for line in lines[0::2]]
+    assert lines[1::2] == ["wpbench-end 0 ready", "wpbench-end 2 ready", "wpbench-end 0 ready"], proc.stdout
+    assert [(v["test_id"], v["status"]) for v in verdicts] == [
+        ("first", "passed"),
+        (None, "harness_error"),
+        ("second", "failed"),
+    ], proc.stdout
+    assert "cannot read task file /tasks/missing.json" in verdicts[1]["reason"]
+    assert "sequence ended after 3 tasks" in proc.stderr

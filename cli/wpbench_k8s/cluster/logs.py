@@ -30,12 +30,16 @@ def grader_logs(cluster: Cluster, run_name: str, test_id: str, model: str | None
     """
     from wpbench_k8s.kube.client import PODS
     from wpbench_k8s.kube.facts import read_log
+    from wpbench_k8s.kube.names import COMPONENT_GRADER, run_selector
     from wpbench_k8s.kube.results import read_records
 
     pods = cluster.kube.items(PODS, cluster.namespace, selector=log_selector(run_name, test_id, model))
+    if not pods:  # fast mode: a pod grading a sequence is labelled with its first test (and model) only
+        graders = cluster.kube.items(PODS, cluster.namespace, selector=run_selector(run_name, COMPONENT_GRADER))
+        pods = [p for p in graders if test_id in _sequence_tests(p)]
     for pod in sorted(pods, key=lambda p: p["metadata"].get("creationTimestamp") or ""):
         name = pod["metadata"]["name"]
-        data, error = read_log(cluster.kube, cluster.namespace, name, tries=1)
+        data, error = read_log(cluster.kube, cluster.namespace, name, tries=1, tasks=max(1, len(_sequence_tests(pod))))
         text = data.decode("utf-8", "replace") if data is not None else f"(log not available: {error})\n"
         yield LogSection(f"==> pod {name} ({(pod.get('status') or {}).get('phase')}) <==", text)
     if pods:
@@ -50,3 +54,16 @@ def grader_logs(cluster: Cluster, run_name: str, test_id: str, model: str | None
         doc = grader.verdict.model_dump(mode="json") if grader.verdict else grader.model_dump(mode="json")
         yield LogSection(f"==> {record.item_id}: pod already collected; the stored verdict <==",
                          json.dumps(doc, indent=2) + "\n")  # fmt: skip
+
+
+def _sequence_tests(pod: dict[str, object]) -> list[str]:
+    """The tests a fast-mode pod grades, in order ([] for a pod grading one test)."""
+    from wpbench_k8s.kube.names import ANNOTATION_TEST_IDS
+
+    meta = pod.get("metadata")
+    notes = (meta.get("annotations") if isinstance(meta, dict) else None) or {}
+    try:
+        tests = json.loads(notes.get(ANNOTATION_TEST_IDS) or "[]")
+    except ValueError:
+        return []
+    return [str(t) for t in tests] if isinstance(tests, list) else []

@@ -22,6 +22,7 @@ ANNOTATION_ITEM_ID = f"{GROUP}/item-id"  # the item whose label the Job's every 
 # the grader takes them, and each item's attempt number (JSON lists). Absent: the Job grades ANNOTATION_ITEM_ID.
 ANNOTATION_ITEM_IDS = f"{GROUP}/item-ids"
 ANNOTATION_ITEM_ATTEMPTS = f"{GROUP}/item-attempts"
+ANNOTATION_TEST_IDS = f"{GROUP}/test-ids"  # their tests, in the same order (`wpbench-k8s logs` finds a test's pod)
 ANNOTATION_TEST_ID = f"{GROUP}/test-id"
 ANNOTATION_MODEL = f"{GROUP}/model"
 ANNOTATION_ATTEMPT_REASON = f"{GROUP}/previous-attempt"  # why the attempt before this one was retried

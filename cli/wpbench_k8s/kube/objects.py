@@ -26,6 +26,7 @@ from wpbench_k8s.kube.names import (
     ANNOTATION_MODEL,
     ANNOTATION_SUBMITTED_BY,
     ANNOTATION_TEST_ID,
+    ANNOTATION_TEST_IDS,
     COMPONENT_GENERATED,
     COMPONENT_NETWORK_POLICY,
     COMPONENT_PAYLOAD,
@@ -429,6 +430,7 @@ def unit_job(
     if sequence:
         annotations[ANNOTATION_ITEM_IDS] = json.dumps([item.item_id for item, _, _ in items])
         annotations[ANNOTATION_ITEM_ATTEMPTS] = json.dumps([n for _, _, n in items])
+        annotations[ANNOTATION_TEST_IDS] = json.dumps([item.test_id for item, _, _ in items])
     if previous_reason:
         annotations[ANNOTATION_ATTEMPT_REASON] = previous_reason[:1000]
     sources = [source for _, source, _ in items]
