@@ -71,53 +71,39 @@ class LogReads:
         self.prefetched.pop(pod, None)
 
 
-def finished_attempt_facts(
-    kube: Kube,
-    namespace: str,
-    job: dict[str, Any],
-    pod: dict[str, Any] | None,
-    test_id: str | None,
-    reads: LogReads,
-) -> GraderFacts | None:
-    """The facts of a finished attempt, or None while its log should be read again on a later pass."""
+def log_needed(job: dict[str, Any], pod: dict[str, Any] | None, *, sequence: bool) -> bool:
+    """Whether a finished attempt's facts need its pod's log: when its status alone does not decide, and for a
+    pod grading a sequence whenever it ran (the items that answered before the end keep their verdicts)."""
     if pod is None:
-        return attempt_facts(
-            job, None, test_id=test_id, events=attempt_events(kube, namespace, job["metadata"]["name"])
-        )
-    decided = status_facts(job, pod, test_id=test_id)
-    if decided is not None:
-        return decided
-    name = pod["metadata"]["name"]
-    log_bytes, error, final = reads.read(kube, namespace, name)
-    if log_bytes is None and not final:
-        return None
-    reads.forget(name)
-    return attempt_facts(job, pod, test_id=test_id, log=log_bytes, log_error=error)
+        return False
+    decided = status_facts(job, pod, test_id=None)
+    return decided is None or (sequence and decided.started)
 
 
-def finished_sequence_facts(
+def finished_attempt_facts(
     kube: Kube,
     namespace: str,
     job: dict[str, Any],
     pod: dict[str, Any] | None,
     test_ids: list[str],
     reads: LogReads,
+    *,
+    sequence: bool = False,
 ) -> list[GraderFacts] | None:
-    """The facts of a finished attempt of a pod grading a sequence, per item (`kube.facts.sequence_facts`), or
-    None while its log should be read again on a later pass. Its log is read whatever ended the pod: the items
-    that answered before the end keep their verdicts."""
-    if pod is None:
-        events = attempt_events(kube, namespace, job["metadata"]["name"])
-        return sequence_facts(job, None, test_ids=test_ids, events=events)
-    decided = status_facts(job, pod, test_id=test_ids[0])
-    if decided is not None and not decided.started:
-        return [decided]
-    name = pod["metadata"]["name"]
-    log_bytes, error, final = reads.read(kube, namespace, name, len(test_ids))
-    if log_bytes is None and not final:
-        return None
-    reads.forget(name)
-    return sequence_facts(job, pod, test_ids=test_ids, log=log_bytes, log_error=error)
+    """The facts of a finished attempt, per item (one for a Job grading one item; `kube.facts.sequence_facts` for
+    a pod grading a sequence), or None while its log should be read again on a later pass."""
+    events = attempt_events(kube, namespace, job["metadata"]["name"]) if pod is None else None
+    log_bytes, error = None, ""
+    if log_needed(job, pod, sequence=sequence):
+        assert pod is not None
+        name = pod["metadata"]["name"]
+        log_bytes, error, final = reads.read(kube, namespace, name, len(test_ids))
+        if log_bytes is None and not final:
+            return None
+        reads.forget(name)
+    if sequence:
+        return sequence_facts(job, pod, test_ids=test_ids, log=log_bytes, log_error=error, events=events)
+    return [attempt_facts(job, pod, test_id=test_ids[0], log=log_bytes, log_error=error, events=events)]
 
 
 def record_without_pod(manifest: RunManifest, item: ManifestItem, generated: Generated | None = None) -> Record:

@@ -12,7 +12,6 @@ A Job grades a tuple of item ids (`ObservedJob.items`), in order: one item, or i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from wpbench_k8s.kube.names import (
     LABEL_ATTEMPT,
     LABEL_ITEM,
     LABEL_RUN,
+    annotation_list,
 )
 from wpbench_k8s.outcome import GraderFacts
 
@@ -44,19 +44,6 @@ def _int(value: object, default: int) -> int:
 
 def _attempt(labels: Mapping[str, Any]) -> int:
     return _int(labels.get(LABEL_ATTEMPT, "1"), 1)
-
-
-def _json_list(value: object) -> list[object]:
-    """A JSON list in an annotation ([] when absent or not a list: the controller writes these, nobody else)."""
-    try:
-        doc = json.loads(str(value)) if value else []
-    except ValueError:
-        return []
-    return doc if isinstance(doc, list) else []
-
-
-def _strings(value: object) -> tuple[str, ...]:
-    return tuple(str(v) for v in _json_list(value))
 
 
 @dataclass(frozen=True)
@@ -133,14 +120,14 @@ def observe_job(job: dict[str, Any], pod: ObservedPod | None = None) -> Observed
     labels = _mapping(meta.get("labels"))
     annotations = _mapping(meta.get("annotations"))
     unit_id = str(annotations.get(ANNOTATION_ITEM_ID, ""))
-    items = _strings(annotations.get(ANNOTATION_ITEM_IDS)) or (unit_id,)
+    items = tuple(annotation_list(annotations, ANNOTATION_ITEM_IDS)) or (unit_id,)
     return ObservedJob(
         name=str(meta.get("name", "")),
         items=items,
         item_label=str(labels.get(LABEL_ITEM, "")),
         attempt=_attempt(labels),
         unit_id=unit_id,
-        item_attempts=tuple(_int(n, 1) for n in _json_list(annotations.get(ANNOTATION_ITEM_ATTEMPTS))),
+        item_attempts=tuple(_int(n, 1) for n in annotation_list(annotations, ANNOTATION_ITEM_ATTEMPTS)),
         sequence=ANNOTATION_ITEM_IDS in annotations,
         run=str(labels.get(LABEL_RUN, "")),
         complete=condition(job, "Complete") is not None,

@@ -40,12 +40,7 @@ from functools import partial
 from typing import Any
 
 import wpbench_controller.core as core
-from wpbench_controller.collector import (
-    LogReads,
-    finished_attempt_facts,
-    finished_sequence_facts,
-    record_without_pod,
-)
+from wpbench_controller.collector import LogReads, finished_attempt_facts, log_needed, record_without_pod
 from wpbench_controller.conditions import Recorder
 from wpbench_controller.core import Collection, Ending, Finish, Pending
 from wpbench_controller.events import IGNORED, REFUSED, Events
@@ -76,7 +71,6 @@ from wpbench_k8s.kube.client import (
     NotFound,
     to_dict,
 )
-from wpbench_k8s.kube.facts import status_facts
 from wpbench_k8s.kube.names import (
     COMPONENT_GENERATED,
     COMPONENT_GRADER,
@@ -503,13 +497,8 @@ class Reconciler:
     ) -> dict[str, list[GraderFacts] | None]:
         """The facts of finished attempts, per item (None: the log did not answer this time). Logs of every
         attempt whose status alone does not decide (of a sequence: whose pod ran) are read at once."""
-        to_read = []
-        for job in jobs:
-            if job.pod is None:
-                continue
-            said = status_facts(job.source, job.pod.source, test_id=None)
-            if said is None or (job.sequence and said.started):
-                to_read.append((job.pod.name, len(job.items)))
+        to_read = [(job.pod.name, len(job.items)) for job in jobs if job.pod is not None
+                   and log_needed(job.source, job.pod.source, sequence=job.sequence)]  # fmt: skip
         if len(to_read) > 1:
             cache.log_reads.prefetch(self.kube, namespace, to_read, self.log_pool)
         facts: dict[str, list[GraderFacts] | None] = {}
@@ -517,12 +506,8 @@ class Reconciler:
             # the test each task is expected to be (a verdict naming another is no verdict for it)
             test_ids = [self._pod_item(cache, item_id)[0].test_id for item_id in job.items]
             pod = job.pod.source if job.pod is not None else None
-            if job.sequence:
-                facts[job.name] = finished_sequence_facts(self.kube, namespace, job.source, pod, test_ids,
-                                                          cache.log_reads)  # fmt: skip
-                continue
-            one = finished_attempt_facts(self.kube, namespace, job.source, pod, test_ids[0], cache.log_reads)
-            facts[job.name] = None if one is None else [one]
+            facts[job.name] = finished_attempt_facts(self.kube, namespace, job.source, pod, test_ids, cache.log_reads,
+                                                     sequence=job.sequence)  # fmt: skip
         return facts
 
     def _start_retries(

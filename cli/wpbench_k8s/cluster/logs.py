@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from wpbench_k8s.cluster.connection import Cluster, ClusterError
 
@@ -56,14 +57,8 @@ def grader_logs(cluster: Cluster, run_name: str, test_id: str, model: str | None
                          json.dumps(doc, indent=2) + "\n")  # fmt: skip
 
 
-def _sequence_tests(pod: dict[str, object]) -> list[str]:
+def _sequence_tests(pod: dict[str, Any]) -> list[str]:
     """The tests a fast-mode pod grades, in order ([] for a pod grading one test)."""
-    from wpbench_k8s.kube.names import ANNOTATION_TEST_IDS
+    from wpbench_k8s.kube.names import ANNOTATION_TEST_IDS, annotation_list
 
-    meta = pod.get("metadata")
-    notes = (meta.get("annotations") if isinstance(meta, dict) else None) or {}
-    try:
-        tests = json.loads(notes.get(ANNOTATION_TEST_IDS) or "[]")
-    except ValueError:
-        return []
-    return [str(t) for t in tests] if isinstance(tests, list) else []
+    return annotation_list((pod.get("metadata") or {}).get("annotations") or {}, ANNOTATION_TEST_IDS)

@@ -7,7 +7,10 @@ create that answers 409 means "a previous pass already made it".
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from wpbench_k8s import __version__
 
@@ -131,3 +134,12 @@ def grader_labels(run_name: str, *, test_id: str, model: str, item_id: str, atte
 def pod_selector(run_name: str) -> dict[str, str]:
     """The labels every grader pod of one run carries (the NetworkPolicy and `kubectl logs -l` use them)."""
     return {"app.kubernetes.io/component": COMPONENT_GRADER, LABEL_RUN: label_value(run_name)}
+
+
+def annotation_list(annotations: Mapping[str, Any], key: str) -> list[str]:
+    """A JSON list annotation (ANNOTATION_ITEM_IDS, ...) as strings: [] when absent or not a list."""
+    try:
+        doc = json.loads(str(annotations.get(key) or "[]"))
+    except ValueError:
+        return []
+    return [str(v) for v in doc] if isinstance(doc, list) else []
