@@ -13,6 +13,8 @@ import yaml
 from clusterkit import KIND_CLUSTER, Space, clone_suite, job_pod, kind_engine_env, pod_facts, records, start_probe_job
 from test_node_cluster import CONNECT, ECONNREFUSED, LISTEN
 
+from wpbench_k8s.kube.names import COMPONENT_GRADER
+
 pytestmark = [pytest.mark.docker, pytest.mark.kind_cluster]
 
 
@@ -24,9 +26,13 @@ def _workers(space: Space) -> list[str]:
 
 
 def _running_on(space: Space, node: str) -> list[dict[str, Any]]:
-    """Grader pods of this test's runs running on `node`."""
+    """Grader pods of this test's runs running on `node` (not the run's image probe, which grades nothing)."""
     return [
-        p for p in space.objects("pods") if p["spec"].get("nodeName") == node and p["status"].get("phase") == "Running"
+        p
+        for p in space.objects("pods")
+        if p["metadata"]["labels"].get("app.kubernetes.io/component") == COMPONENT_GRADER
+        and p["spec"].get("nodeName") == node
+        and p["status"].get("phase") == "Running"
     ]
 
 

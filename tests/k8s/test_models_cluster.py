@@ -104,8 +104,11 @@ def test_two_model_skill_run_in_cluster_matches_the_local_run(
 def controller_memory_peak(pod_uid: str, container_id: str) -> int:
     """The container's memory high-water mark, read from the node's cgroup (v1, cgroupfs driver; v2 fallback)."""
     cid = container_id.split("://")[-1]
-    # kind's kubelets run in node containers, so their pods' cgroups sit below the node container's
+    # kind's kubelets run in node containers, so their pods' cgroups sit below the node container's, named by
+    # the systemd driver (kubelet-kubepods-<qos>-pod<uid, _ for ->.slice/cri-containerd-<id>.scope)
+    slice_uid = pod_uid.replace("-", "_")
     for pattern in (f"/sys/fs/cgroup/memory/**/kubepods*/**/pod{pod_uid}/{cid}/memory.max_usage_in_bytes",
+                    f"/sys/fs/cgroup/memory/**/*-pod{slice_uid}.slice/cri-containerd-{cid}.scope/memory.max_usage_in_bytes",
                     f"/sys/fs/cgroup/**/kubepods*/**/pod{pod_uid}/{cid}/memory.peak"):  # fmt: skip
         for path in glob.glob(pattern, recursive=True):
             return int(Path(path).read_text())
