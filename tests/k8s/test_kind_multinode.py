@@ -36,6 +36,14 @@ def _running_on(space: Space, node: str) -> list[dict[str, Any]]:
     ]
 
 
+def _routes_to_every_other_node(space: Space, node: str) -> bool:
+    """Whether `node` routes every other node's pod range (kube-router learns them over BGP after a restart)."""
+    others = [n.spec.pod_cidr for n in space.cluster.core.list_node().items if n.metadata.name != node]
+    routes = subprocess.run(["docker", "exec", node, "ip", "route"], capture_output=True, text=True,
+                            env=kind_engine_env()).stdout  # fmt: skip
+    return all(cidr and f"{cidr} via " in routes for cidr in others)
+
+
 def _controller_node(space: Space) -> str:
     (pod,) = [p for p in space.controller_pods() if not p.metadata.deletion_timestamp]
     return str(pod.spec.node_name)
@@ -145,6 +153,9 @@ def test_a_worker_node_stopped_mid_run_ends_every_item_with_one_final_record(
     finally:
         subprocess.run(["docker", "start", node], check=True, capture_output=True, env=env)
         space.wait_for(lambda: _node_ready(space, node), 300, f"{node} Ready again")
+        # Ready is the kubelet's word; pods on other nodes are reachable again once kube-router on the restarted
+        # node has its BGP routes back (seen here: a pod-to-pod probe right after Ready timed out)
+        space.wait_for(lambda: _routes_to_every_other_node(space, node), 300, f"{node}'s routes to the other nodes")
     retried = {r["item_id"] for r in got if r["grader"]["infra_retries"] > 0}
     assert found <= retried, (found, retried)  # the lost graders' items were graded again: infrastructure
     assert space.run_object(name)["status"]["infraErrors"] == 0
