@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-in-flight", type=int, default=0, help="big run's Jobs at once (0: nodes x CPUs)")
     parser.add_argument("--no-restart", action="store_true", help="do not restart the controller mid-run")
     parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--candidates-per-pod", type=int, default=1, help="> 1: fast mode, N candidates a grader pod")
     parser.add_argument("--keep", action="store_true", help="keep the cluster's files (audit log, logs)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> None:
         restart=not args.no_restart,
         timeout=args.timeout,
         keep=args.keep,
+        candidates_per_pod=args.candidates_per_pod,
     )
     r = run_scenario(scenario, say=lambda msg: print(f"# {msg}", flush=True))
     if args.json:
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
             json.dump(r, out, indent=2)
     print(
         f"big run: {r['candidates']} candidates on {r['nodes']} kwok nodes x {r['cpus_per_node']} CPUs, "
-        f"max in flight {r['max_in_flight']}: {r['phase']} in {r['big_run_seconds']} s"
+        f"max in flight {r['max_in_flight']}, {r['candidates_per_pod']} a pod: {r['phase']} in {r['big_run_seconds']} s"
     )
     print(
         f"records stored: {r['records']} (unique {r['unique_records']}); result keys {r['stored_result_keys']}; "
@@ -90,15 +92,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"goal {name}: {'met' if g['met'] else 'MISSED'} ({g['value']}; goal {g['goal']})")
     lost = any(r["records"][k] != r["unique_records"][k] for k in r["records"])
     complete = r["records"]["big"] == r["candidates"] and r["phase"] == "Succeeded"
-    # Every record took at least one audited Job creation and one pod-log read: fewer means audit events
-    # were not read (a rotated file, say), and every audited figure above would undercount.
-    graded, job_creates = sum(r["records"].values()), r["writes_by_kind"].get("create jobs", 0)
+    # Every pod of records took at least one audited Job creation and one pod-log read: fewer means audit
+    # events were not read (a rotated file, say), and every audited figure above would undercount.
+    graded, job_creates = r["fewest_jobs"], r["writes_by_kind"].get("create jobs", 0)
     audited = job_creates >= graded and r["pod_log_reads"] >= graded
     if lost or not complete or r["leftover_jobs"] or not audited:
         print(
             "scenario FAILED: verdicts lost or duplicated, Jobs left behind, or the audit log incomplete "
             f"(audited Job creations {job_creates} and pod-log reads "
-            f"{r['pod_log_reads']} for {graded} records)",
+            f"{r['pod_log_reads']} for {graded} pods of records)",
             file=sys.stderr,
         )
         sys.exit(2)

@@ -109,7 +109,7 @@ class KwokCluster:
     """`with KwokCluster(...) as c:` starts a cluster named `name`, and deletes it (and its files) after."""
 
     name: str = "wpbench-scale"
-    verdict_log: str = ""  # the line every grader pod's log holds
+    verdict_log: str = ""  # what every grader pod's log holds (one CRI log line per line of it)
     namespace: str = "wpbench"  # where grader pods run
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="wpbench-kwok-")))
     keep: bool = False
@@ -144,7 +144,7 @@ class KwokCluster:
         binaries = k8s_binaries()
         self.bin = kwok_binaries()
         logs = self.workdir / "grader.log"
-        logs.write_text(cri_log_line(self.verdict_log))
+        logs.write_text("".join(cri_log_line(line) for line in self.verdict_log.splitlines()))
         policy = self.workdir / "audit-policy.yaml"
         policy.write_text(yaml.safe_dump(AUDIT_POLICY))
         config = self.workdir / "kwokctl.yaml"
