@@ -12,8 +12,9 @@
 # kind v0.33.0, built from its Go module (hack/kind/build.sh). Where kind's node image cannot be pulled the node
 # image is built here (hack/kind/build-node-image.sh), where the machine's Docker cannot start kind's nodes a
 # Docker 28.5.2 of our own runs beside it (scripts/kind-engine.sh): docs/kubernetes.md, "kind".
-# Not part of `make test` (CI): make kind-up costs 5-6 min cold on top of the local cluster and the kind tests
-# about 20 min on this machine, past issue 23's budget for a cold .ci/run; make test-kind runs them.
+# Not part of `make test` (CI): a cold make kind-up costs 13 min (its Go builds and node image) on top of the local
+# cluster and the kind tests 12 min on this machine, past the 60-minute budget for a cold .ci/run; make test-kind
+# runs them.
 
 KIND_CLUSTER ?= wpbench
 CONTROLLER_IMAGE ?= wpbench-controller:dev
