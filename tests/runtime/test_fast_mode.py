@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 from typing import Any
 
@@ -84,10 +85,11 @@ $seen['opcache-include'] = include '/tmp/wpbx-cached.php';
 unlink( '/tmp/wpbx-cached.php' );
 @rmdir( '/tmp/wpbx-probe' );
 $seen['opcache'] = function_exists( 'opcache_get_status' ) ? ( false === @opcache_get_status( false ) ? 'no shared memory' : 'shared memory' ) : 'off';
-// Processes: every pid up to 4096 that exists, but PID 1 (the supervisor) and this runner.
+// Processes: every pid up to 4096 that exists, but PID 1 (the supervisor), this runner and its parent (in fast
+// mode the fork server it was forked from, which runs no candidate code; in a container of its own, PID 1).
 $pids = array();
 for ( $pid = 2; $pid <= 4096; $pid++ ) {
-	if ( $pid !== getmypid() && false !== @posix_getpgid( $pid ) ) {
+	if ( $pid !== getmypid() && $pid !== posix_getppid() && false !== @posix_getpgid( $pid ) ) {
 		$pids[] = $pid;
 	}
 }
@@ -232,6 +234,28 @@ while ( false !== @fwrite( $h, str_repeat( 'x', 1048576 ) ) && ftell( $h ) < 400
 """,
         20,
     ),
+    "fork-server": (
+        r"""
+// What a forked runner could try on the fork server it came from, or on the runner after it.
+$GLOBALS['wp_filter'] = array();
+$GLOBALS['wpdb']->prefix = 'wpbx_';
+wp_cache_set( 'alloptions', array( 'wpbx_planted' => 'cached' ), 'options' );
+define( 'WPBX_IN_MEMORY', 1 );
+$said = array( 'fork_runner' => wpbench_fork_runner(), 'fork_server' => wpbench_fork_server() );
+foreach ( range( 3, 64 ) as $fd ) {
+	$h = @fopen( "php://fd/$fd", 'r' );
+	if ( $h ) {
+		$said['fds'][ $fd ] = decoct( fstat( $h )['mode'] & 0170000 ); // the file type: a socket would be 140000
+		@fwrite( $h, 'f' );
+		fclose( $h );
+	}
+}
+try { posix_kill( posix_getppid(), SIGKILL ); } catch ( \Throwable $e ) { $said['kill'] = get_class( $e ); }
+fwrite( STDOUT, json_encode( $said ) );
+\WPBench\Runner\serve_forks();
+""",
+        5,
+    ),
     "memory-and-crash": (
         r"""
 ini_set( 'memory_limit', '-1' );
@@ -304,6 +328,91 @@ def test_each_attacker_is_graded_as_in_a_container_of_its_own(
         alone.exit_code,
         alone.verdict.reason,
     )
+
+
+def test_a_forked_runner_cannot_fork_nor_reach_its_fork_server(battery: dict[str, Graded], grader: Grader) -> None:
+    """The functions of the fork server answer false in a forked runner as in one started afresh; the only
+    runner has the same descriptors in both modes, none of them a socket, and no signal leaves."""
+    said = json.loads(battery["attacker:fork-server"].verdict.stdout)
+    alone = json.loads(grader.grade(attacker_task("fork-server")).verdict.stdout)
+    assert said == alone, (said, alone)
+    assert said["fork_runner"] is False and said["fork_server"] is False and said["kill"] == "Error"
+    assert "140000" not in said["fds"].values(), said  # no socket: the control socket is not there
+    assert battery["probe:fork-server"].status == "passed"
+
+
+def processes(listing: str) -> dict[int, tuple[int, int, str]]:
+    """pid -> (parent, seccomp filters, no_new_privs) of every process in the listing but `docker exec`'s."""
+    rows = {}
+    for line in listing.splitlines():
+        fields = dict(zip(line.split()[0::2], line.split()[1::2], strict=False))
+        if "Pid:" in fields and (fields["Pid:"] == "1" or fields.get("PPid:") != "0"):
+            rows[int(fields["Pid:"])] = (int(fields["PPid:"]), int(fields["Seccomp_filters:"]), fields["NoNewPrivs:"])
+    return rows
+
+
+def test_forked_runners_get_the_seccomp_filter_again(grader: Grader) -> None:
+    """Seen from outside (`docker exec` as root while a task runs): the fork server has the runner's one seccomp
+    filter and the runner forked from it two (the second with its own pid: it can signal no process at all),
+    neither may gain privileges, and the runner's parent is the server, whose parent is the supervisor."""
+    name = f"wpbench-test-forked-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen([*grader.argv("--name", name), "--sequence"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdin is not None
+    show = "for p in /proc/[0-9]*/status; do grep -E '^(Pid|PPid|Seccomp_filters|NoNewPrivs):' $p | tr '\\n' ' '; echo; done"
+    try:
+        proc.stdin.write(json.dumps(task("sleep( 3 );", PROBE_CHECK, timeout_seconds=10)) + "\n")
+        proc.stdin.flush()
+        wait_for_runner(name)
+        for _ in range(50):  # the server shows first; its runner once forked
+            listing = subprocess.run(["docker", "exec", "-u", "0", name, "/bin/sh", "-c", show], capture_output=True,
+                                     text=True, check=True, timeout=30).stdout  # fmt: skip
+            rows = processes(listing)
+            servers = [pid for pid, (ppid, _, _) in rows.items() if ppid == 1 and pid != 1]
+            runners = [pid for pid, (ppid, _, _) in rows.items() if ppid in servers]
+            if runners:
+                break
+            time.sleep(0.1)
+        proc.communicate(timeout=60)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    assert len(servers) == 1 and len(runners) == 1, listing
+    engine = rows[1][1]  # the container runtime's own filter, which every process has
+    assert rows[servers[0]][1:] == (engine + 1, "1") and rows[runners[0]][1:] == (engine + 2, "1"), listing
+
+
+def test_a_fork_server_killed_from_outside_costs_nothing(grader: Grader) -> None:
+    """The fork server dies (here SIGKILL from outside, as the kernel's OOM killer might) while its runner grades:
+    that candidate's verdict is unchanged (the runner, re-parented to PID 1, is reaped there), and the next one
+    is graded by a runner started afresh."""
+    name = f"wpbench-test-server-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.Popen([*grader.argv("--name", name), "--sequence"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdin is not None
+    show = "for p in /proc/[0-9]*/status; do grep -E '^(Pid|PPid|Seccomp_filters|NoNewPrivs):' $p | tr '\\n' ' '; echo; done"
+    first = task("sleep( 2 );" + PROBE, PROBE_CHECK, test_id="first", timeout_seconds=10)
+    try:
+        proc.stdin.write(json.dumps(first) + "\n")
+        proc.stdin.flush()
+        wait_for_runner(name)
+        servers: list[int] = []
+        for _ in range(50):
+            listing = subprocess.run(["docker", "exec", "-u", "0", name, "/bin/sh", "-c", show], capture_output=True,
+                                     text=True, check=True, timeout=30).stdout  # fmt: skip
+            rows = processes(listing)
+            servers = [pid for pid, (ppid, _, _) in rows.items() if ppid == 1 and pid != 1]
+            if any(ppid in servers for ppid, _, _ in rows.values()):
+                break
+            time.sleep(0.1)
+        subprocess.run(["docker", "exec", name, "kill", "-9", str(servers[0])], check=True, timeout=30)  # its own uid
+        second = task(PROBE, PROBE_CHECK, test_id="second", timeout_seconds=10)
+        out, err = proc.communicate(json.dumps(second) + "\n", timeout=60)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    lines = out.splitlines()
+    assert lines[1::2] == ["wpbench-end 0 ready", "wpbench-end 0 ready"], out + err
+    assert [json.loads(line)["status"] for line in lines[0::2]] == ["passed", "passed"], out + err
+    assert "the fork server is not used again: it died" in err, err
 
 
 def test_a_forged_end_line_changes_nothing(battery: dict[str, Graded]) -> None:

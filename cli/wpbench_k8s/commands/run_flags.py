@@ -97,7 +97,8 @@ def run_options(func: F) -> F:
         click.option("--execution-isolation", type=click.Choice(["reset_per_test", "fork_per_test"]),
                      help="reset_per_test (default; the only mode for published numbers): a fresh grader container "
                           "per test. fork_per_test: fast mode, local Docker only: one container grades tests in "
-                          "sequence, each in a fresh sandboxed process on a fresh site (runtime/README.md)."),
+                          "sequence, each in its own sandboxed process forked from one WordPress boot, on a "
+                          "fresh site (runtime/README.md)."),
         click.option("--continue-on-error", is_flag=True, default=None,
                      help="Record per-test errors and keep going (errored tests are excluded from aggregates)."),
         click.option("--skill", "skills", multiple=True, type=click.Path(exists=True, path_type=Path),

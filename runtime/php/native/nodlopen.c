@@ -33,6 +33,8 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
+#include "signal_filter.h"
+
 /* The runner looks for this symbol's library in /proc/self/maps to know the guard is in place. */
 const char wpbench_nodlopen_guard[] = "wpbench-nodlopen";
 
@@ -87,53 +89,6 @@ void *dlmopen(Lmid_t lmid, const char *file, int mode)
     return real(lmid, file, mode);
 }
 
-#if defined(__x86_64__)
-#define GUARD_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define GUARD_ARCH AUDIT_ARCH_AARCH64
-#endif
-
-#define NR_JUMP(nr, to) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), (to), 0)
-#define ARG0_LOW (offsetof(struct seccomp_data, args[0]))
-
-static int deny_foreign_signals(void)
-{
-#ifdef GUARD_ARCH
-    unsigned int self = (unsigned int) getpid();
-    struct sock_filter filter[] = {
-        /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, GUARD_ARCH, 1, 0),
-        /* 2 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        /* 3 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        /* 4 */ BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 13, 0), /* x32 numbers: deny */
-        /* 5 */ NR_JUMP(__NR_kill, 9),
-        /* 6 */ NR_JUMP(__NR_tgkill, 8),
-        /* 7 */ NR_JUMP(__NR_rt_sigqueueinfo, 7),
-        /* 8 */ NR_JUMP(__NR_rt_tgsigqueueinfo, 6),
-        /* 9 */ NR_JUMP(__NR_tkill, 8),
-        /* 10 */ NR_JUMP(__NR_ptrace, 7),
-        /* 11 */ NR_JUMP(__NR_process_vm_readv, 6),
-        /* 12 */ NR_JUMP(__NR_process_vm_writev, 5),
-        /* 13 */ NR_JUMP(434 /* pidfd_open */, 4),
-        /* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 424 /* pidfd_send_signal */, 3, 2),
-        /* 15: a signal call: allowed only when its first argument is this process */
-        /* 15 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG0_LOW),
-        /* 16 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, self, 0, 1),
-        /* 17 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        /* 18 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-    };
-    struct sock_fprog prog;
-    prog.len = (unsigned short) (sizeof filter / sizeof filter[0]);
-    prog.filter = filter;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
-        return -1;
-    }
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
-#else
-    return -1;
-#endif
-}
-
 __attribute__((constructor)) static void wpbench_guard_init(void)
 {
     const char *role = getenv("WPBENCH_GUARD_ROLE");
@@ -147,7 +102,7 @@ __attribute__((constructor)) static void wpbench_guard_init(void)
         data.rlim_cur = data.rlim_max = (rlim_t) strtoull(limit, NULL, 10);
         setrlimit(RLIMIT_DATA, &data);
     }
-    if (deny_foreign_signals() != 0) {
+    if (deny_foreign_signals((unsigned int) getpid()) != 0) {
         static const char msg[] = "wpbench: could not install the seccomp filter\n";
         ssize_t ignored = write(2, msg, sizeof msg - 1);
         (void) ignored;

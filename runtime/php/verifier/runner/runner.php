@@ -245,20 +245,46 @@ function read_job(): ?array {
 	return false === $cut || \strlen( $nonce ) < 32 || ! \is_array( $job ) ? null : array( $nonce, $job );
 }
 
-function main(): void {
+/** The event channel, fd 3; a runner without one ends here. @return resource */
+function open_events() {
 	$out = \fopen( 'php://fd/3', 'wb' );
 	if ( ! $out ) {
 		\fwrite( \STDERR, "runner: started without an event channel\n" );
 		exit( 70 );
 	}
-	$phase = 'boot';
-	$done  = false;
-	$nonce = null;
+	return $out;
+}
+
+/**
+ * Fast mode's fork server (native/forkserver.c): after the boot, closes the database connection (its
+ * file, WAL and shared-memory index must not be shared) and forks one runner a request; returns only in
+ * a forked runner, which reseeds what a fresh process would have fresh (main() then connects it to its
+ * own freshly laid-out site). A server that cannot serve exits (the supervisor then starts runners itself).
+ */
+function serve_forks(): void {
+	$closed = $GLOBALS['wpdb']->close();
+	\gc_collect_cycles();
+	if ( true !== $closed || true !== \wpbench_fork_runner() ) {
+		exit( 71 );
+	}
+	\mt_srand();
+	$_SERVER['REQUEST_TIME_FLOAT'] = \microtime( true );
+	$_SERVER['REQUEST_TIME']       = (int) $_SERVER['REQUEST_TIME_FLOAT'];
+	\timer_start();
+}
+
+function main(): void {
+	// A fork server's fd 3 is its control socket, not an event channel: its forked runners open theirs.
+	$server = \function_exists( 'wpbench_fork_server' ) && \wpbench_fork_server();
+	$out    = $server ? null : open_events();
+	$phase  = 'boot';
+	$done   = false;
+	$nonce  = null;
 	// Registered before the boot, which runs before the job is read: a boot that dies still reports
 	// "ended" once the supervisor has sent the nonce.
 	\register_shutdown_function(
-		static function () use ( $out, &$nonce, &$phase, &$done ): void {
-			if ( $done ) {
+		static function () use ( &$out, &$nonce, &$phase, &$done ): void {
+			if ( $done || null === $out ) {
 				return;
 			}
 			if ( null === $nonce ) {
@@ -278,6 +304,12 @@ function main(): void {
 	$start   = \hrtime( true );
 	true === $sandbox && boot();
 	$boot_ms = ms_since( $start );
+	if ( $server ) {
+		true === $sandbox || exit( 71 );
+		serve_forks(); // from here on, one forked runner
+		$out = open_events(); // before the database, as in a runner started afresh: the same descriptor numbers
+		$GLOBALS['wpdb']->db_connect();
+	}
 
 	$read = read_job();
 	if ( null === $read ) {

@@ -40,6 +40,16 @@ const OPEN_BASEDIR = '/opt/wordpress/:/opt/wpbench/:' . RUN_DIR . '/wp-content/:
 const NATIVE_GUARD = '/opt/wpbench/lib/nodlopen.so';
 // Loaded into the runner: the record of PHP issues candidate code cannot hide (php/native/issues.c).
 const ISSUES_EXTENSION = '/usr/lib/wpbench/wpbench_issues.so';
+// Loaded into every runner, so candidates see the same functions in both modes; it acts only in a runner
+// started as fast mode's fork server (php/native/forkserver.c, start_fork_server()).
+const FORKSERVER_EXTENSION = '/usr/lib/wpbench/wpbench_forkserver.so';
+// The fork server's messages (struct record in forkserver.c): kind, pid or wait status or errno, CPU µs.
+const FORK_RECORD   = 'lkind/lvalue/qcpu_us';
+const FORK_RECORD_BYTES = 16;
+const FORKED        = 1;
+const FORK_EXITED   = 2;
+// How long a fork may take, the server's boot included when it is still booting.
+const FORK_TIMEOUT_SECONDS = 60;
 
 /** The verifier could not prepare or run the sandbox (harness_error, exit 3). */
 final class SandboxError extends \RuntimeException {}
@@ -66,7 +76,7 @@ function runner_argv( string $opcache_mode ): array {
 	foreach ( $flags['extensions'] as $ext ) {
 		\array_push( $argv, '-d', "extension=$ext" );
 	}
-	\array_push( $argv, '-d', 'extension=' . ISSUES_EXTENSION );
+	\array_push( $argv, '-d', 'extension=' . ISSUES_EXTENSION, '-d', 'extension=' . FORKSERVER_EXTENSION );
 	foreach ( $flags['ini'] as $key => $value ) {
 		\array_push( $argv, '-d', "$key=$value" );
 	}
@@ -110,6 +120,22 @@ final class Capture {
 	}
 }
 
+/** The runner's environment: the same for a runner started afresh and for a fork server. */
+function runner_env(): array {
+	if ( ! \is_file( NATIVE_GUARD ) ) {
+		throw new SandboxError( 'the native guard ' . NATIVE_GUARD . ' is missing from the image' );
+	}
+	return array(
+		'PATH'               => '/usr/bin:/bin',
+		'HOME'               => '/tmp',
+		'TMPDIR'             => '/tmp',
+		'LANG'               => 'C.UTF-8',
+		'LD_PRELOAD'         => NATIVE_GUARD,
+		'WPBENCH_GUARD_ROLE' => 'runner',
+		'WPBENCH_DATA_LIMIT' => (string) ( memory_limit_bytes() + DATA_HEADROOM_BYTES ),
+	);
+}
+
 /**
  * Starts the runner before the task is known: it boots WordPress, then waits on stdin for its nonce and
  * job (run_runner() sends them). Booting reads only the baseline site and trusted code, so nothing the
@@ -119,18 +145,7 @@ final class Capture {
  * @return array{proc: resource, pipes: array<int, resource>, pid: int}
  */
 function start_runner( array $argv ): array {
-	$env = array(
-		'PATH'               => '/usr/bin:/bin',
-		'HOME'               => '/tmp',
-		'TMPDIR'             => '/tmp',
-		'LANG'               => 'C.UTF-8',
-		'LD_PRELOAD'         => NATIVE_GUARD,
-		'WPBENCH_GUARD_ROLE' => 'runner',
-		'WPBENCH_DATA_LIMIT' => (string) ( memory_limit_bytes() + DATA_HEADROOM_BYTES ),
-	);
-	if ( ! \is_file( NATIVE_GUARD ) ) {
-		throw new SandboxError( 'the native guard ' . NATIVE_GUARD . ' is missing from the image' );
-	}
+	$env  = runner_env();
 	$spec = array( 0 => array( 'pipe', 'r' ), 1 => array( 'pipe', 'w' ), 2 => array( 'pipe', 'w' ), 3 => array( 'pipe', 'w' ) );
 	$proc = \proc_open( $argv, $spec, $pipes, '/opt/wordpress', $env );
 	if ( ! \is_resource( $proc ) ) {
@@ -139,15 +154,139 @@ function start_runner( array $argv ): array {
 	return array( 'proc' => $proc, 'pipes' => $pipes, 'pid' => \proc_get_status( $proc )['pid'] );
 }
 
+/**
+ * Fast mode: starts a fork server, a runner with the same command line and environment whose fd 3 is a
+ * control socket (forkserver.c). It boots WordPress once; fork_runner() then gets runners forked from that
+ * boot. Its stdout and stderr are the container's stderr (it runs no candidate code; only boot messages).
+ *
+ * @param list<string> $argv
+ * @return array{proc: resource, control: \Socket, pid: int}
+ */
+function start_fork_server( array $argv ): array {
+	if ( ! \extension_loaded( 'sockets' ) && ! \dl( 'sockets.so' ) ) {
+		throw new SandboxError( 'cannot load the sockets extension for the fork server' );
+	}
+	if ( ! \socket_create_pair( \AF_UNIX, \SOCK_SEQPACKET | \SOCK_CLOEXEC, 0, $pair ) ) {
+		throw new SandboxError( 'cannot create the fork server\'s control socket' );
+	}
+	// Both ends close on exec (no runner started afresh may hold one); proc_open()'s dup2() onto the
+	// server's fd 3 gives it the only inherited copy.
+	$theirs = \socket_export_stream( $pair[1] );
+	$spec   = array( 0 => array( 'file', '/dev/null', 'r' ), 1 => \STDERR, 2 => \STDERR, 3 => $theirs );
+	$proc   = \proc_open( $argv, $spec, $pipes, '/opt/wordpress', runner_env() );
+	\fclose( $theirs ); // also closes $pair[1], which it exported: the server holds the only copy
+	if ( ! \is_resource( $proc ) ) {
+		throw new SandboxError( 'could not start the fork server' );
+	}
+	return array( 'proc' => $proc, 'control' => $pair[0], 'pid' => \proc_get_status( $proc )['pid'] );
+}
+
+/** Stops a fork server: it exits when its control socket closes (and is killed if it does not). */
+function stop_fork_server( array $server ): void {
+	\socket_close( $server['control'] );
+	for ( $i = 0; $i < 200 && \proc_get_status( $server['proc'] )['running']; $i++ ) {
+		\usleep( 2500 );
+	}
+	\posix_kill( $server['pid'], \SIGKILL );
+	\proc_close( $server['proc'] );
+}
+
+/**
+ * A runner forked from the fork server's boot, waiting for its job like one started ahead; null when the
+ * server cannot give one (it is then not used again: see sequence.php).
+ *
+ * @return array{proc: null, pipes: array<int, resource>, pid: int, control: \Socket}|null
+ */
+function fork_runner( array $server ): ?array {
+	if ( 1 !== @\socket_send( $server['control'], 'f', 1, \MSG_NOSIGNAL ) ) { // phpcs:ignore
+		return null;
+	}
+	$record = fork_record( $server['control'], FORK_TIMEOUT_SECONDS );
+	if ( null === $record || FORKED !== $record['kind'] || 4 !== \count( $record['fds'] ) ) {
+		return null;
+	}
+	return array( 'proc' => null, 'pipes' => $record['fds'], 'pid' => $record['value'], 'control' => $server['control'] );
+}
+
+/**
+ * One message from the fork server, waiting up to $wait seconds for it: its fields and the descriptors it
+ * carried; null when none came (`gone` set when the server is gone: readable, and nothing to read).
+ *
+ * @return array{kind: int, value: int, cpu_us: int, fds: list<resource>}|null
+ */
+function fork_record( \Socket $control, float $wait, bool &$gone = false ): ?array {
+	$read   = array( $control );
+	$write  = null;
+	$except = null;
+	if ( 1 !== @\socket_select( $read, $write, $except, (int) $wait, (int) ( ( $wait - (int) $wait ) * 1e6 ) ) ) { // phpcs:ignore
+		return null; // nothing yet (or EINTR: a signal, which the handler decides)
+	}
+	$message = array( 'buffer_size' => FORK_RECORD_BYTES, 'controllen' => \socket_cmsg_space( \SOL_SOCKET, \SCM_RIGHTS, 4 ) );
+	if ( FORK_RECORD_BYTES !== @\socket_recvmsg( $control, $message, \MSG_DONTWAIT | \MSG_CMSG_CLOEXEC ) ) { // phpcs:ignore
+		$gone = true;
+		return null;
+	}
+	$record        = \unpack( FORK_RECORD, (string) $message['iov'][0] );
+	$record['fds'] = \array_values( $message['control'][0]['data'] ?? array() );
+	return $record;
+}
+
+/**
+ * The runner's state in proc_get_status()'s terms. A forked runner's comes from its fork server (which
+ * waits for it), or, when the server is gone and the runner was re-parented to PID 1, from waitpid().
+ *
+ * @return array{running: bool, signaled: bool, exitcode: int, termsig: int}
+ */
+function runner_status( array &$runner ): array {
+	if ( null !== $runner['proc'] ) {
+		return \proc_get_status( $runner['proc'] );
+	}
+	if ( ! isset( $runner['status'] ) ) {
+		$gone   = false;
+		$record = fork_record( $runner['control'], 0.0, $gone );
+		$status = null;
+		if ( null !== $record && FORK_EXITED === $record['kind'] ) {
+			$status                               = $record['value'];
+			$GLOBALS['wpbench_forked_runner_cpu'] = ( $GLOBALS['wpbench_forked_runner_cpu'] ?? 0 ) + \intdiv( $record['cpu_us'], 1000 );
+		} elseif ( $gone && \pcntl_waitpid( $runner['pid'], $waited, \WNOHANG ) === $runner['pid'] ) {
+			$status = $waited;
+		} elseif ( $gone && ! \posix_kill( $runner['pid'], 0 ) ) {
+			$status = 9; // gone, and nobody can say how: as killed
+		}
+		if ( null === $status ) {
+			return array( 'running' => true, 'signaled' => false, 'exitcode' => -1, 'termsig' => 0 );
+		}
+		$runner['status'] = array(
+			'running'  => false,
+			'signaled' => \pcntl_wifsignaled( $status ),
+			'exitcode' => \pcntl_wifexited( $status ) ? \pcntl_wexitstatus( $status ) : -1,
+			'termsig'  => \pcntl_wifsignaled( $status ) ? \pcntl_wtermsig( $status ) : 0,
+		);
+	}
+	return $runner['status'];
+}
+
+/** Waits up to $wait seconds for the runner to end: for a forked one, until its fork server says so. */
+function await_exit( array $runner, float $wait ): void {
+	if ( null !== $runner['proc'] ) {
+		\usleep( (int) ( $wait * 1e6 ) );
+		return;
+	}
+	$read   = array( $runner['control'] );
+	$write  = null;
+	$except = null;
+	@\socket_select( $read, $write, $except, (int) $wait, (int) ( ( $wait - (int) $wait ) * 1e6 ) ); // phpcs:ignore
+}
+
 /** Kills a started runner that will get no job (and, as PID 1, everything else). */
 function stop_runner( array $runner ): void {
-	kill_runner( $runner['proc'], $runner['pid'] );
+	kill_runner( $runner );
 	foreach ( $runner['pipes'] as $pipe ) {
 		if ( \is_resource( $pipe ) ) {
 			\fclose( $pipe );
 		}
 	}
-	\proc_close( $runner['proc'] );
+	null === $runner['proc'] || \proc_close( $runner['proc'] );
 	reap_everything();
 }
 
@@ -166,9 +305,7 @@ function run_runner( array $runner, array $job, float $timeout, float $setup_tim
 	$stdin    = $nonce . "\n" . \json_encode( $job, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE | \JSON_THROW_ON_ERROR );
 	$nonce    = null;
 	$start    = \microtime( true );
-	$proc     = $runner['proc'];
 	$pipes    = $runner['pipes'];
-	$pid      = $runner['pid'];
 	$captures = array( 1 => new Capture(), 2 => new Capture() );
 	$deadline  = $start + $setup_timeout;
 	$trusted   = true;
@@ -191,7 +328,7 @@ function run_runner( array $runner, array $job, float $timeout, float $setup_tim
 				$deadline      = \min( $deadline, $finished_at + EXIT_GRACE_SECONDS );
 			}
 			if ( ! $open || ( $protocol->finished && null === $status ) ) {
-				$status = \proc_get_status( $proc );
+				$status = runner_status( $runner );
 				if ( ! $status['running'] ) {
 					break;
 				}
@@ -205,7 +342,7 @@ function run_runner( array $runner, array $job, float $timeout, float $setup_tim
 			$write = ( null !== $stdin && isset( $pipes[0] ) ) ? array( $pipes[0] ) : array();
 			$wait  = $open ? \min( $deadline - $now, 0.5 ) : \min( $deadline - $now, 0.005 );
 			if ( ! $read && ! $write ) {
-				\usleep( (int) ( $wait * 1e6 ) );
+				await_exit( $runner, $wait );
 				continue;
 			}
 			$except = null;
@@ -243,7 +380,7 @@ function run_runner( array $runner, array $job, float $timeout, float $setup_tim
 		}
 	} finally {
 		if ( null === $status || $status['running'] ) {
-			$status = kill_runner( $proc, $pid );
+			$status = kill_runner( $runner );
 			drain( $pipes, $captures, $protocol );
 		}
 		foreach ( $pipes as $pipe ) {
@@ -251,7 +388,7 @@ function run_runner( array $runner, array $job, float $timeout, float $setup_tim
 				\fclose( $pipe );
 			}
 		}
-		\proc_close( $proc );
+		null === $runner['proc'] || \proc_close( $runner['proc'] );
 		reap_everything();
 	}
 	return array(
@@ -283,18 +420,18 @@ function drain( array $pipes, array $captures, Protocol $protocol ): void {
 }
 
 /**
- * Kills the runner; as PID 1 of the container, also everything else (kill(-1) spares PID 1),
+ * Kills the runner; as PID 1 of the container, also everything else but the fork server (kill_others()),
  * so nothing candidate code might have left behind survives the verdict.
  */
-function kill_runner( $proc, int $pid ): array {
-	\posix_kill( $pid, \SIGKILL );
+function kill_runner( array &$runner ): array {
+	\posix_kill( $runner['pid'], \SIGKILL );
 	if ( 1 === \getmypid() ) {
-		\posix_kill( -1, \SIGKILL );
+		kill_others( 0.0, false ); // reaped later: proc_get_status() must reap the runner to know how it ended
 	}
-	// Wait until it is really gone (proc_get_status reaps it and keeps its status), so the
-	// pipes reach EOF and the verdict can say how it ended.
+	// Wait until it is really gone (proc_get_status reaps it and keeps its status; a fork server says so),
+	// so the pipes reach EOF and the verdict can say how it ended.
 	for ( $i = 0; $i < 400; $i++ ) {
-		$status = \proc_get_status( $proc );
+		$status = runner_status( $runner );
 		if ( ! $status['running'] ) {
 			return $status;
 		}
@@ -303,13 +440,41 @@ function kill_runner( $proc, int $pid ): array {
 	return $status;
 }
 
-/** As PID 1: kill and reap whatever else is left (orphans are re-parented to us). */
+/** As PID 1: kill and reap whatever else is left but the fork server (orphans are re-parented to us). */
 function reap_everything(): void {
-	if ( 1 !== \getmypid() ) {
-		return;
+	if ( 1 === \getmypid() ) {
+		kill_others( 0.0 );
 	}
-	\posix_kill( -1, \SIGKILL );
-	while ( \pcntl_waitpid( -1, $status, \WNOHANG ) > 0 ) {
-		// reaped one
+}
+
+/**
+ * As PID 1: SIGKILLs every other process of the container — but the fork server, which runs no candidate
+ * code and is not a runner's descendant — and (unless not $reap) reaps them, again until none is left or
+ * $seconds have passed; returns the pids left. Without a fork server one kill(-1) reaches them all at once.
+ *
+ * @return list<string>
+ */
+function kill_others( float $seconds, bool $reap = true ): array {
+	$spare    = (string) ( $GLOBALS['wpbench_fork_server']['pid'] ?? '' );
+	$deadline = \microtime( true ) + $seconds;
+	while ( true ) {
+		if ( '' === $spare ) {
+			\posix_kill( -1, \SIGKILL ); // as PID 1: every other process of the container
+		}
+		$others = \array_values( \array_diff( other_processes(), array( $spare ) ) );
+		foreach ( '' === $spare ? array() : $others as $pid ) {
+			\posix_kill( (int) $pid, \SIGKILL );
+		}
+		while ( $reap && ( $reaped = \pcntl_waitpid( -1, $status, \WNOHANG ) ) > 0 ) {
+			if ( (string) $reaped === $spare ) { // the fork server died: its pid is free, nothing is spared
+				$spare                                   = '';
+				$GLOBALS['wpbench_fork_server']['dead'] = true;
+			}
+		}
+		$others = \array_values( \array_diff( other_processes(), array( $spare ) ) );
+		if ( ! $others || \microtime( true ) >= $deadline ) {
+			return $others;
+		}
+		\usleep( 2000 );
 	}
 }

@@ -39,6 +39,7 @@ function sequence( array $info, string $mode, array $files = array() ): int {
 	$from_files = array() !== $files;
 	$laid_out   = false; // the first task lays out its own site, so a broken environment is its harness_error
 	$graded     = 0;
+	$GLOBALS['wpbench_sequence'] = true; // next_runner(): runners forked from one boot
 	try {
 		while ( true ) {
 			$read = null;
@@ -55,11 +56,13 @@ function sequence( array $info, string $mode, array $files = array() ): int {
 			}
 			if ( null === $read ) {
 				stop_idle_runner();
+				drop_fork_server();
 				progress( "sequence ended after $graded tasks" );
 				return 0;
 			}
 			$GLOBALS['wpbench_cpu_at_start']          = cpu_ms( 0 );
 			$GLOBALS['wpbench_children_cpu_at_start'] = cpu_ms( 1 );
+			$GLOBALS['wpbench_forked_runner_cpu']     = 0;
 			[ $verdict, $exit_code ] = grade( $read, $info, $mode, $laid_out );
 			$exit_code = conclude( $verdict, $exit_code );
 			++$graded;
@@ -72,7 +75,7 @@ function sequence( array $info, string $mode, array $files = array() ): int {
 			}
 			if ( '' === $left ) {
 				try {
-					prepare_site( $mode, $info );
+					lay_out_site( $mode, (string) ( $info['opcache_system_id'] ?? '' ) );
 				} catch ( \Throwable $e ) {
 					$left = 'cannot lay out the next site: ' . $e->getMessage();
 				}
@@ -80,13 +83,23 @@ function sequence( array $info, string $mode, array $files = array() ): int {
 			\fwrite( \STDOUT, END_LINE . " $exit_code " . ( '' === $left ? 'ready' : 'closed' ) . "\n" );
 			if ( '' !== $left ) {
 				stop_idle_runner();
+				drop_fork_server();
 				progress( "sequence closed after $graded tasks: $left" );
 				return STOPPED_EXIT === $exit_code ? STOPPED_EXIT : 0;
 			}
 			$laid_out = true;
+			// The next runner gets ready while the next task is on its way.
+			try {
+				if ( '0' !== \getenv( 'WPBENCH_PREBOOT' ) ) {
+					$GLOBALS['wpbench_idle_runner'] = next_runner( $mode );
+				}
+			} catch ( SandboxError $e ) {
+				progress( 'no runner ahead: ' . $e->getMessage() ); // grade() tries again, and says why
+			}
 		}
 	} catch ( Terminated $e ) {
 		stop_idle_runner();
+		drop_fork_server();
 		progress( $e->getMessage() . ' from outside the container, between tasks' );
 		return STOPPED_EXIT;
 	}
@@ -100,20 +113,13 @@ function reset_container(): string {
 	if ( 1 !== \getmypid() ) {
 		return 'the supervisor is not PID 1, so it cannot kill what a candidate left behind';
 	}
-	$deadline = \microtime( true ) + 5.0;
-	while ( true ) {
-		\posix_kill( -1, \SIGKILL ); // as PID 1: every other process of the container
-		while ( \pcntl_waitpid( -1, $status, \WNOHANG ) > 0 ) {
-			// reaped one (orphans are re-parented to PID 1)
-		}
-		$others = other_processes();
-		if ( ! $others ) {
-			break;
-		}
-		if ( \microtime( true ) > $deadline ) {
-			return 'processes left: ' . \implode( ',', $others );
-		}
-		\usleep( 2000 );
+	$others = kill_others( 5.0 ); // every process but this one and the fork server
+	if ( $others ) {
+		return 'processes left: ' . \implode( ',', $others );
+	}
+	$server = $GLOBALS['wpbench_fork_server'] ?? null;
+	if ( null !== $server && ( ( $server['dead'] ?? false ) || ! \proc_get_status( $server['proc'] )['running'] ) ) {
+		drop_fork_server( 'it died' );
 	}
 	foreach ( WRITABLE_ROOTS as $root => $mode ) {
 		if ( ! \is_dir( $root ) || \posix_getuid() !== \fileowner( $root ) ) {
@@ -170,6 +176,42 @@ function empty_dir( string $dir ): void {
 			@\unlink( $path ); // phpcs:ignore
 		}
 	}
+}
+
+/**
+ * The next runner. In a sequence it is forked from the fork server's boot (sandbox.php, forkserver.c), the
+ * server started for the first task; a runner is started afresh when the server fails (it is then not used
+ * again), and outside a sequence or with WPBENCH_FORK_SERVER=0 (which only the executor's environment sets).
+ *
+ * @return array{proc: resource|null, pipes: array<int, resource>, pid: int}
+ */
+function next_runner( string $mode ): array {
+	if ( null === ( $GLOBALS['wpbench_fork_server'] ?? null ) && ( $GLOBALS['wpbench_sequence'] ?? false ) && '0' !== \getenv( 'WPBENCH_FORK_SERVER' ) ) {
+		$GLOBALS['wpbench_fork_server'] = start_fork_server( runner_argv( $mode ) );
+	}
+	$server = $GLOBALS['wpbench_fork_server'] ?? null;
+	if ( null !== $server ) {
+		$runner = fork_runner( $server );
+		if ( null !== $runner ) {
+			return $runner;
+		}
+		drop_fork_server( 'it could not fork a runner' );
+	}
+	return start_runner( runner_argv( $mode ) );
+}
+
+/** Stops the fork server; after a failure ($why) the sequence's runners are started afresh. */
+function drop_fork_server( string $why = '' ): void {
+	$server = $GLOBALS['wpbench_fork_server'] ?? null;
+	if ( null === $server ) {
+		return;
+	}
+	$GLOBALS['wpbench_fork_server'] = null;
+	if ( '' !== $why ) {
+		$GLOBALS['wpbench_sequence'] = false;
+		progress( "the fork server is not used again: $why" );
+	}
+	stop_fork_server( $server );
 }
 
 /** Stops a runner started ahead that will get no job. */
