@@ -44,10 +44,10 @@ const ISSUES_EXTENSION = '/usr/lib/wpbench/wpbench_issues.so';
 // started as fast mode's fork server (php/native/forkserver.c, start_fork_server()).
 const FORKSERVER_EXTENSION = '/usr/lib/wpbench/wpbench_forkserver.so';
 // The fork server's messages (struct record in forkserver.c): kind, pid or wait status or errno, CPU µs.
-const FORK_RECORD   = 'lkind/lvalue/qcpu_us';
+const FORK_RECORD       = 'lkind/lvalue/qcpu_us';
 const FORK_RECORD_BYTES = 16;
-const FORKED        = 1;
-const FORK_EXITED   = 2;
+const FORKED            = 1;
+const FORK_EXITED       = 2;
 // How long a fork may take, the server's boot included when it is still booting.
 const FORK_TIMEOUT_SECONDS = 60;
 
