@@ -181,7 +181,8 @@ function empty_dir( string $dir ): void {
 /**
  * The next runner. In a sequence it is forked from the fork server's boot (sandbox.php, forkserver.c), the
  * server started for the first task; a runner is started afresh when the server fails (it is then not used
- * again), and outside a sequence or with WPBENCH_FORK_SERVER=0 (which only the executor's environment sets).
+ * again), and outside a sequence or with WPBENCH_FORK_SERVER=0 (the container's environment, set by whoever
+ * starts it: a comparison of the two).
  *
  * @return array{proc: resource|null, pipes: array<int, resource>, pid: int}
  */
