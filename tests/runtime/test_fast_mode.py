@@ -415,6 +415,23 @@ def test_a_fork_server_killed_from_outside_costs_nothing(grader: Grader) -> None
     assert "the fork server is not used again: it died" in err, err
 
 
+@pytest.mark.parametrize("switch", ["on", "off"])
+def test_every_runner_of_a_sequence_comes_from_one_fork_server_unless_it_is_off(grader: Grader, switch: str) -> None:
+    """Three tasks in one container: each runner's parent is the same fork server (not PID 1); with
+    WPBENCH_FORK_SERVER=0 in the container's environment each is started afresh by PID 1."""
+    env = ("-e", "WPBENCH_FORK_SERVER=0") if switch == "off" else ()
+    doc = task("echo posix_getppid(); function wpbx_probe_ok() { return 'probe-ok'; }", PROBE_CHECK, timeout_seconds=10)
+    proc = subprocess.run([*grader.argv(*env), "--sequence"], input="".join(json.dumps(doc) + "\n" for _ in range(3)),
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    verdicts = [json.loads(line) for line in proc.stdout.splitlines()[0::2]]
+    assert [v["status"] for v in verdicts] == ["passed"] * 3, proc.stdout + proc.stderr
+    parents = {int(v["stdout"]) for v in verdicts}
+    if switch == "off":
+        assert parents == {1}, parents
+    else:
+        assert len(parents) == 1 and 1 not in parents, parents
+
+
 def test_a_forged_end_line_changes_nothing(battery: dict[str, Graded]) -> None:
     """The end line comes from the supervisor's stdout only: the candidate's copy of one stays its output."""
     graded = battery["attacker:supervisor-memory"]
